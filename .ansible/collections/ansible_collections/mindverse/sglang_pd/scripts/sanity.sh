@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Run ansible-test sanity on a copy of the collection laid out as
+# ansible_collections/mindverse/sglang_pd (ansible-test needs that path).
+# Usage: scripts/sanity.sh [ansible-test sanity args...]
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+venv=${VENV:-$repo/.venv}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+dest=$work/ansible_collections/mindverse/sglang_pd
+mkdir -p "$dest"
+cd "$repo"
+# Tracked files plus new files that git does not ignore.
+git ls-files -z --cached --others --exclude-standard \
+  | xargs -0 -I{} sh -c 'test -e "{}" && echo "{}"' \
+  | tar -cf - -T - | tar -xf - -C "$dest"
+cd "$dest"
+git init -q . && git add -A >/dev/null
+export PATH=$venv/bin:$PATH
+ansible-test sanity --python 3.11 --local --color no "$@"

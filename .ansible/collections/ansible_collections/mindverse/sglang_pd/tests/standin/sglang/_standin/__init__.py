@@ -1,0 +1,1 @@
+"""Internals of the SGLang stand-in (argument parsing, HTTP, PD bootstrap, replies)."""

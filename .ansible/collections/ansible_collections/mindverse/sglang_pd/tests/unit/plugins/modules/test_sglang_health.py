@@ -1,0 +1,247 @@
+# Copyright: (c) 2026, mindverse infrastructure team
+# SPDX-License-Identifier: Apache-2.0
+
+from __future__ import annotations
+
+import json
+import socket
+
+import pytest
+
+from ansible_collections.mindverse.sglang_pd.plugins.module_utils._http import (
+    HealthPoller,
+    HttpClient,
+    HttpRequestError,
+    HttpResponse,
+)
+from ansible_collections.mindverse.sglang_pd.plugins.modules import sglang_health
+from fake_sglang import no_proxy_env  # noqa: F401  pylint: disable=unused-import
+from fake_sglang import FakeServer, HealthApp
+from module_runner import run_module, run_module_stdout
+
+FAST = dict(interval=0.01, max_interval=0.02)
+
+
+def free_port_url(path='/health_generate'):
+    """A URL on 127.0.0.1 where nothing listens."""
+    sock = socket.socket()
+    sock.bind(('127.0.0.1', 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    return 'http://127.0.0.1:%d%s' % (port, path)
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 0.0
+        self.sleeps = []
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+class StubClient:
+    """Answers from a list of statuses (an int) or transport errors (an exception)."""
+
+    def __init__(self, answers, clock=None, cost=0.0):
+        self.answers = list(answers)
+        self.timeouts = []
+        self.clock = clock
+        self.cost = cost
+
+    def request(self, method, url, body=None, timeout=None, **kwargs):
+        self.timeouts.append(timeout)
+        if self.clock is not None:
+            self.clock.now += self.cost
+        answer = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        if isinstance(answer, Exception):
+            raise answer
+        return HttpResponse(method, url, answer, b'', latency=self.cost)
+
+
+# ----------------------------------------------------------------- backoff
+@pytest.mark.parametrize('interval, max_interval, expected', [
+    (1, 10, [1, 2, 4, 8, 10, 10]),
+    (0.5, 3, [0.5, 1, 2, 3, 3, 3]),
+    (5, 5, [5, 5, 5, 5, 5, 5]),
+])
+def test_backoff_is_exponential_and_capped(interval, max_interval, expected):
+    poller = HealthPoller(None, 'http://x', interval=interval, max_interval=max_interval)
+    assert [poller.backoff(n) for n in range(1, 7)] == expected
+
+
+def test_sleeps_follow_backoff_and_stop_at_the_deadline():
+    clock = FakeClock()
+    client = StubClient([503])
+    poller = HealthPoller(client, 'http://x/health', timeout=30, initial_delay=5, interval=1, max_interval=10,
+                          clock=clock, sleep=clock.sleep)
+    ok, result = poller.run()
+    assert not ok
+    # initial delay, then 1, 2, 4, 8, then capped at 10 and cut to what is left of the 30 s.
+    assert clock.sleeps == [5, 1, 2, 4, 8, 10]
+    assert clock.now == 30
+    assert result['attempts'] == 6
+    assert result['elapsed'] == 30
+    assert result['status'] == 503
+
+
+def test_request_timeout_is_cut_to_the_time_left():
+    clock = FakeClock()
+    client = StubClient([503], clock=clock, cost=4.0)
+    poller = HealthPoller(client, 'http://x/health', timeout=10, request_timeout=8, interval=1, max_interval=1,
+                          clock=clock, sleep=clock.sleep)
+    ok, _result = poller.run()
+    assert not ok
+    assert client.timeouts[0] == 8
+    assert client.timeouts[1] == 5  # 10 - (4 + 1)
+    assert all(t <= 8 for t in client.timeouts)
+
+
+def test_transport_errors_are_retried():
+    clock = FakeClock()
+    client = StubClient([HttpRequestError('GET', 'http://x', 'Connection refused')] * 2 + [200], clock=clock)
+    poller = HealthPoller(client, 'http://x', timeout=60, clock=clock, sleep=clock.sleep)
+    ok, result = poller.run()
+    assert ok
+    assert result['attempts'] == 3
+    assert clock.sleeps == [1, 2]
+
+
+# ----------------------------------------------------------------- real HTTP
+@pytest.mark.parametrize('fail_times', [0, 1, 3])
+def test_turns_healthy_after_n_503(fail_times):
+    app = HealthApp(fail_times=fail_times)
+    with FakeServer(app) as server:
+        url = server.url + '/health_generate'
+        ok, result = HealthPoller(HttpClient(), url, timeout=10, **FAST).run()
+    assert ok
+    assert result['status'] == 200
+    assert result['attempts'] == fail_times + 1
+    assert result['url'] == url
+    assert result['latency'] >= 0
+    assert result['elapsed'] >= result['latency']
+    assert len(app.requests) == fail_times + 1
+
+
+def test_deadline_expires_with_last_status():
+    app = HealthApp(fail_times=None)
+    with FakeServer(app) as server:
+        url = server.url + '/health_generate'
+        ok, result = HealthPoller(HttpClient(), url, timeout=0.3, interval=0.05, max_interval=0.1).run()
+    assert not ok
+    assert result['status'] == 503
+    assert result['attempts'] >= 2
+    assert 0.3 <= result['elapsed'] < 3
+    assert url in result['msg']
+    assert 'HTTP status 200' in result['msg']
+    assert 'answered HTTP 503' in result['msg']
+    assert 'server is starting' in result['msg']
+
+
+def test_deadline_expires_on_connection_refused():
+    url = free_port_url()
+    ok, result = HealthPoller(HttpClient(), url, timeout=0.2, **FAST).run()
+    assert not ok
+    assert result['status'] is None
+    assert result['error']
+    assert url in result['msg']
+    assert 'without an HTTP answer' in result['msg']
+
+
+def test_accepted_status_codes():
+    app = HealthApp(fail_times=None, fail_status=503)
+    with FakeServer(app) as server:
+        ok, result = HealthPoller(HttpClient(), server.url + '/health_generate', status_codes=[200, 503],
+                                  timeout=5, **FAST).run()
+    assert ok
+    assert result['status'] == 503
+    assert result['attempts'] == 1
+
+
+def test_post_with_json_body_headers_and_api_key():
+    app = HealthApp(fail_times=0, api_key='s3cret')
+    with FakeServer(app) as server:
+        client = HttpClient(api_key='s3cret', headers={'X-Probe': 'yes'})
+        ok, _result = HealthPoller(client, server.url + '/health_generate', method='POST',
+                                   body={'text': 'hi'}, timeout=5, **FAST).run()
+    assert ok
+    request = app.requests[0]
+    assert request.method == 'POST'
+    assert request.json() == {'text': 'hi'}
+    assert request.headers['Authorization'] == 'Bearer s3cret'
+    assert request.headers['X-Probe'] == 'yes'
+    assert request.headers['Content-Type'] == 'application/json'
+
+
+def test_wrong_api_key_is_reported_as_401():
+    app = HealthApp(fail_times=0, api_key='right')
+    with FakeServer(app) as server:
+        ok, result = HealthPoller(HttpClient(api_key='wrong'), server.url + '/health_generate',
+                                  timeout=0.1, **FAST).run()
+    assert not ok
+    assert result['status'] == 401
+
+
+# ----------------------------------------------------------------- module end to end
+@pytest.mark.parametrize('check_mode', [False, True])
+def test_module_success_and_check_mode(check_mode):
+    app = HealthApp(fail_times=2)
+    with FakeServer(app) as server:
+        url = server.url + '/health_generate'
+        result = run_module(sglang_health, dict(url=url, timeout=10, interval=0.01, max_interval=0.02),
+                            check_mode=check_mode)
+    assert result.get('failed') is not True, result
+    assert result['changed'] is False
+    assert result['status'] == 200
+    assert result['attempts'] == 3
+    assert result['url'] == url
+    assert set(result) >= {'status', 'attempts', 'elapsed', 'latency', 'url'}
+    # It only reads, so it really polls in check mode too.
+    assert len(app.requests) == 3
+
+
+def test_module_second_run_is_unchanged():
+    app = HealthApp(fail_times=0)
+    with FakeServer(app) as server:
+        args = dict(url=server.url + '/health_generate', timeout=5)
+        first = run_module(sglang_health, args)
+        second = run_module(sglang_health, args)
+    assert first['changed'] is False and second['changed'] is False
+    assert second['attempts'] == 1
+
+
+def test_module_fails_at_deadline():
+    app = HealthApp(fail_times=None)
+    with FakeServer(app) as server:
+        url = server.url + '/health_generate'
+        result = run_module(sglang_health, dict(url=url, timeout=0.2, interval=0.05, max_interval=0.05))
+    assert result['failed'] is True
+    assert result['changed'] is False
+    assert result['status'] == 503
+    assert url in result['msg'] and '503' in result['msg']
+
+
+def test_module_rejects_bad_method():
+    result = run_module(sglang_health, dict(url='http://127.0.0.1:1/health', method='PUT'))
+    assert result['failed'] is True
+    assert 'method' in result['msg']
+
+
+def test_module_rejects_non_positive_timeout():
+    result = run_module(sglang_health, dict(url='http://127.0.0.1:1/health', timeout=0))
+    assert result['failed'] is True
+    assert 'timeout' in result['msg']
+
+
+def test_module_never_prints_the_api_key(capsys):
+    app = HealthApp(fail_times=0, api_key='TOPSECRET-KEY-123')
+    with FakeServer(app) as server:
+        out = run_module_stdout(sglang_health, dict(url=server.url + '/health_generate',
+                                                    api_key='TOPSECRET-KEY-123', timeout=5), capsys)
+    assert out['status'] == 200
+    assert app.requests[0].headers['Authorization'] == 'Bearer TOPSECRET-KEY-123'
+    assert 'TOPSECRET-KEY-123' not in json.dumps(out)

@@ -1,0 +1,38 @@
+# mindverse.sglang_pd — see README.md.
+SHELL := /bin/bash
+VENV ?= $(CURDIR)/.venv
+export PATH := $(VENV)/bin:$(PATH)
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+
+.PHONY: demo demo-down test setup lint unit sanity molecule bench clean
+
+setup:
+	bash scripts/setup/all.sh
+
+demo: setup
+	ansible-playbook tests/fleet/up.yml -i inventories/local
+	ansible-playbook site.yml -i inventories/local
+	@bash scripts/demo_summary.sh
+
+demo-down:
+	ansible-playbook tests/fleet/down.yml -i inventories/local
+
+test: setup lint unit sanity molecule
+
+lint:
+	yamllint -s .
+	ansible-lint --profile production
+
+unit:
+	python -m pytest tests/unit tests/integration -q -p no:cacheprovider
+
+sanity:
+	bash scripts/sanity.sh --requirements
+
+molecule:
+	molecule test --all
+
+bench: setup
+	python bench/run.py
+
+clean: demo-down

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Build the fleet node image and the test serving image, push the serving image to the
+# local registry, and write its digest and checksums into the local inventory.
+source "$(dirname "$0")/lib.sh"
+BASE=${BASE_IMAGE:-sglang-pd-test/debian-base:12}
+NODE=${NODE_IMAGE:-sglang-pd-test/node:12}
+ADDR=$(cat "$CACHE/registry/address")
+REPO_NAME=${TEST_IMAGE_REPO:-$ADDR/mindverse/sglang}
+PYVER=3.11
+SITE=/opt/venv/lib/python$PYVER/site-packages
+GENERATED=$REPO/inventories/local/group_vars/all/generated.yml
+
+if ! image_exists "$NODE"; then
+  log "building $NODE"
+  docker build -q --build-arg BASE="$BASE" -t "$NODE" "$REPO/tests/images/node" >/dev/null
+fi
+
+# Wheelhouse for the test image: pinned router wheels and the stand-in, built once.
+ctx=$CACHE/images/sglang
+mkdir -p "$ctx/wheels"
+cp "$REPO/tests/images/sglang/"{Dockerfile,requirements.txt,make_engine_fixture.py} "$ctx/"
+if ! ls "$ctx/wheels"/sglang_router-*.whl >/dev/null 2>&1; then
+  log "downloading the pinned router wheels"
+  pip download -q --only-binary=:all: -d "$ctx/wheels" -r "$ctx/requirements.txt"
+fi
+rm -f "$ctx/wheels"/sglang_standin-*.whl
+pip wheel -q --no-deps -w "$ctx/wheels" "$REPO/tests/standin" >/dev/null
+
+login() {
+  docker login -u sglang --password-stdin "$ADDR" < "$CACHE/registry/password" >/dev/null
+}
+login
+
+# build_push TAG BUILD_ID: prints the pushed digest.
+build_push() {
+  local tag=$1 build_id=$2
+  docker build -q --build-arg BASE="$BASE" --build-arg PYVER=$PYVER \
+    --build-arg BUILD_ID="$build_id" -t "$REPO_NAME:$tag" "$ctx" >/dev/null
+  docker push -q "$REPO_NAME:$tag" >/dev/null
+  docker image inspect --format '{{range .RepoDigests}}{{println .}}{{end}}' "$REPO_NAME:$tag" \
+    | grep "^$REPO_NAME@" | head -n1 | cut -d@ -f2
+}
+log "building and pushing $REPO_NAME:v1 and :v2"
+digest=$(build_push v1 1)
+digest_v2=$(build_push v2 2)
+
+md5_in() {  # md5 of a file inside an image, read at set-up (the roles use image_artifacts)
+  docker run --rm --entrypoint md5sum "$REPO_NAME@$digest" "$1" | cut -d' ' -f1
+}
+router_so=$SITE/sglang_router/sglang_router_rs.abi3.so
+engine_so=$SITE/mooncake/engine.cpython-310-x86_64-linux-gnu.so
+mkdir -p "$(dirname "$GENERATED")"
+umask 077
+cat > "$GENERATED" <<YAML
+---
+# Written by scripts/setup/images.sh: do not edit, do not commit.
+sglang_pd_registry: "$ADDR"
+sglang_pd_registry_username: sglang
+sglang_pd_registry_password: "$(cat "$CACHE/registry/password")"
+sglang_pd_registry_ca_file: "$CACHE/registry/ca.crt"
+sglang_pd_image_repository: "$REPO_NAME"
+sglang_pd_image_digest: "$digest"
+sglang_pd_image_digest_next: "$digest_v2"
+sglang_pd_python_site_packages: "$SITE"
+sglang_pd_image_artifacts:
+  - path: "$router_so"
+    md5: "$(md5_in "$router_so")"
+  - path: "$engine_so"
+    md5: "$(md5_in "$engine_so")"
+  - path: "$SITE/sglang_router/router.py"
+    text_count:
+      - pattern: prefill_group_ids
+        count: 0
+YAML
+log "wrote $GENERATED (digest $digest)"

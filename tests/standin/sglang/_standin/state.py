@@ -1,0 +1,71 @@
+"""Shared state of one stand-in server, and its one-line stdout log."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from sglang import __version__
+
+_LOG_LOCK = threading.Lock()
+
+
+def log(line: str) -> None:
+    """Write one line to stdout and flush it at once (journald / docker logs read it live)."""
+    with _LOG_LOCK:
+        sys.stdout.write(f"[sglang-standin] {line}\n")
+        sys.stdout.flush()
+
+
+@dataclass
+class ServerState:
+    """Parsed arguments, warm-up deadline and counters, shared by all handler threads."""
+
+    args: argparse.Namespace
+    ignored_args: list[str]
+    warmup_secs: float
+    token_delay_secs: float
+    ready_at: float = 0.0
+    requests_served: int = 0
+    bootstrap_connections: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def __post_init__(self) -> None:
+        """Start the warm-up clock."""
+        self.ready_at = time.monotonic() + self.warmup_secs
+
+    @property
+    def mode(self) -> str:
+        """Disaggregation mode: null, prefill or decode."""
+        return str(self.args.disaggregation_mode)
+
+    def ready(self) -> bool:
+        """True once the warm-up has passed."""
+        return time.monotonic() >= self.ready_at
+
+    def count_request(self) -> None:
+        """Count one generation request answered successfully."""
+        with self._lock:
+            self.requests_served += 1
+
+    def count_bootstrap_connection(self) -> None:
+        """Count one connection to the prefill bootstrap port."""
+        with self._lock:
+            self.bootstrap_connections += 1
+
+    def server_info(self) -> dict[str, Any]:
+        """Body of GET /get_server_info: all parsed server args, the version and the counters."""
+        info: dict[str, Any] = dict(vars(self.args))
+        with self._lock:
+            info.update(
+                version=__version__,
+                standin=True,
+                standin_requests_served=self.requests_served,
+                standin_bootstrap_connections=self.bootstrap_connections,
+                standin_ignored_args=list(self.ignored_args),
+            )
+        return info

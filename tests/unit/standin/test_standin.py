@@ -1,0 +1,310 @@
+"""Tests of the CPU stand-in for the SGLang server (tests/standin).
+
+Each test starts ``python -m sglang.launch_server`` with the flags the roles
+template, on free loopback ports, and checks what the collection relies on.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.skipif(sys.version_info < (3, 10), reason="the stand-in needs Python 3.10 or later")
+
+STANDIN_DIR = Path(__file__).resolve().parents[2] / "standin"
+MODEL = "glm-5.2-fp8"
+ROLE_FLAGS = (
+    "--model-path", "/models/glm", "--served-model-name", MODEL, "--tp-size", "8", "--trust-remote-code",
+    "--kv-cache-dtype", "fp8_e4m3", "--attention-backend", "aiter", "--disaggregation-transfer-backend", "mooncake",
+    "--disaggregation-ib-device", "mlx5_0,mlx5_1",
+)
+UNKNOWN_FLAGS = (
+    "--mem-fraction-static", "0.88", "--enable-metrics", "--context-length", "202752", "--attn-cp-size", "2",
+    "--model-loader-extra-config", '{"enable_multithread_load": true}',
+)
+CHAT = {"model": MODEL, "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "one two three four five"}]}
+
+
+def free_port() -> int:
+    """A loopback TCP port that was free a moment ago."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def command(mode: str, port: int, bootstrap_port: int, *extra: str) -> list[str]:
+    """The command line the roles template, on loopback."""
+    return [sys.executable, "-m", "sglang.launch_server", "--disaggregation-mode", mode, "--host", "127.0.0.1",
+            "--port", str(port), "--disaggregation-bootstrap-port", str(bootstrap_port), *ROLE_FLAGS, *extra]
+
+
+def standin_env(warmup: float = 0.0, token_delay: float = 0.0) -> dict[str, str]:
+    """Environment that imports the stand-in as ``sglang``."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(STANDIN_DIR), env.get("PYTHONPATH", "")) if p)
+    env["SGLANG_STANDIN_WARMUP_SECS"] = str(warmup)
+    env["SGLANG_STANDIN_TOKEN_DELAY_SECS"] = str(token_delay)
+    return env
+
+
+def sse_payloads(raw: bytes) -> list[str]:
+    """Payloads of a server-sent-events body (``data: ...`` blocks)."""
+    blocks = raw.decode().split("\n\n")
+    assert blocks[-1] == "", raw[-200:]
+    assert all(b.startswith("data: ") for b in blocks[:-1]), raw[:200]
+    return [b[len("data: "):] for b in blocks[:-1]]
+
+
+@dataclass
+class Standin:
+    """One running stand-in process."""
+
+    proc: subprocess.Popen[bytes]
+    port: int
+    bootstrap_port: int
+    log_path: Path
+
+    def request(self, method: str, path: str, body: Any = None) -> tuple[int, bytes]:
+        """One request on a fresh connection; (status, body)."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        try:
+            data = None if body is None else json.dumps(body)
+            conn.request(method, path, body=data, headers={"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            return resp.status, resp.read()
+        finally:
+            conn.close()
+
+    def json(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        """Like request, with the body decoded as JSON."""
+        status, raw = self.request(method, path, body)
+        return status, json.loads(raw)
+
+    def log(self) -> str:
+        """Everything the process printed."""
+        return self.log_path.read_text(encoding="utf-8")
+
+
+def launch(log_dir: Path, mode: str = "null", extra: tuple[str, ...] = (), *, warmup: float = 0.0, token_delay: float = 0.0) -> Standin:
+    """Start a stand-in and wait until its HTTP port accepts connections."""
+    port, bootstrap_port = free_port(), free_port()
+    log_path = log_dir / f"standin-{mode}-{port}.log"
+    with log_path.open("wb") as out:
+        proc = subprocess.Popen(command(mode, port, bootstrap_port, *extra), stdout=out, stderr=subprocess.STDOUT,
+                                env=standin_env(warmup, token_delay))
+    standin = Standin(proc, port, bootstrap_port, log_path)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"stand-in exited with {proc.returncode}:\n{standin.log()}"
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return standin
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    raise AssertionError(f"stand-in did not listen on port {port}:\n{standin.log()}")
+
+
+def stop(standin: Standin) -> None:
+    """Kill a stand-in that is still running."""
+    if standin.proc.poll() is None:
+        standin.proc.kill()
+        standin.proc.wait(5)
+
+
+@pytest.fixture(name="start")
+def fixture_start(tmp_path: Path) -> Iterator[Callable[..., Standin]]:
+    """Factory of stand-ins, all stopped after the test."""
+    started: list[Standin] = []
+
+    def _start(mode: str = "null", extra: tuple[str, ...] = (), *, warmup: float = 0.0, token_delay: float = 0.0) -> Standin:
+        started.append(launch(tmp_path, mode, extra, warmup=warmup, token_delay=token_delay))
+        return started[-1]
+
+    yield _start
+    for standin in started:
+        stop(standin)
+
+
+@pytest.fixture(name="plain", scope="module")
+def fixture_plain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standin]:
+    """One non-PD stand-in, started with extra SGLang flags it does not know, shared by read-only tests."""
+    standin = launch(tmp_path_factory.mktemp("plain"), "null", UNKNOWN_FLAGS)
+    yield standin
+    stop(standin)
+
+
+def test_warmup_answers_503_then_200(start: Callable[..., Standin]) -> None:
+    standin = start(warmup=1.5)
+    assert standin.request("GET", "/health")[0] == 503
+    assert standin.request("GET", "/health_generate")[0] == 503
+    assert standin.json("POST", "/v1/chat/completions", CHAT)[0] == 503
+    deadline = time.monotonic() + 5
+    while standin.request("GET", "/health_generate")[0] != 200:
+        assert time.monotonic() < deadline, "still 503 five seconds after a 1.5 s warm-up"
+        time.sleep(0.1)
+    assert standin.request("GET", "/health") == (200, b"")
+    assert standin.request("GET", "/health_generate") == (200, b"")
+    assert standin.json("POST", "/v1/chat/completions", CHAT)[0] == 200
+
+
+def test_unknown_flags_accepted_and_server_info(plain: Standin) -> None:
+    status, info = plain.json("GET", "/get_server_info")
+    assert status == 200
+    assert info["standin_ignored_args"] == list(UNKNOWN_FLAGS)
+    assert info["version"] == "0.5.14"
+    assert (info["tp_size"], info["kv_cache_dtype"], info["disaggregation_mode"]) == (8, "fp8_e4m3", "null")
+    assert info["disaggregation_ib_device"] == "mlx5_0,mlx5_1"
+    assert f"mode=null host=127.0.0.1 port={plain.port}" in plain.log()
+
+
+def test_models_and_model_info(plain: Standin) -> None:
+    status, models = plain.json("GET", "/v1/models")
+    assert status == 200
+    assert models["object"] == "list"
+    assert [(m["id"], m["object"], m["owned_by"], m["root"]) for m in models["data"]] == [(MODEL, "model", "sglang", "/models/glm")]
+    status, info = plain.json("GET", "/get_model_info")
+    assert (status, info) == (200, {"model_path": "/models/glm", "tokenizer_path": "/models/glm", "is_generation": True})
+
+
+def test_chat_completion_usage_and_keep_alive(plain: Standin) -> None:
+    conn = http.client.HTTPConnection("127.0.0.1", plain.port, timeout=10)
+    try:
+        for _attempt in range(2):  # the second request reuses the connection
+            conn.request("POST", "/v1/chat/completions", body=json.dumps(dict(CHAT, max_tokens=6)))
+            resp = conn.getresponse()
+            raw = resp.read()
+            assert resp.status == 200
+            assert resp.getheader("Content-Length") == str(len(raw))
+            assert resp.getheader("Connection") is None
+            reply = json.loads(raw)
+            assert reply["object"] == "chat.completion"
+            assert reply["choices"][0]["message"] == {"role": "assistant", "content": "standin reply from null: five four"}
+            assert reply["choices"][0]["finish_reason"] == "length"
+            assert reply["usage"] == {"prompt_tokens": 7, "completion_tokens": 6, "total_tokens": 13}
+    finally:
+        conn.close()
+    assert "POST /v1/chat/completions 200" in plain.log()
+
+
+def test_streaming_chat_ends_with_usage_then_done(plain: Standin) -> None:
+    conn = http.client.HTTPConnection("127.0.0.1", plain.port, timeout=10)
+    try:
+        body = dict(CHAT, stream=True, stream_options={"include_usage": True})
+        conn.request("POST", "/v1/chat/completions", body=json.dumps(body))
+        resp = conn.getresponse()
+        assert (resp.status, resp.getheader("Transfer-Encoding")) == (200, "chunked")
+        payloads = sse_payloads(resp.read())
+    finally:
+        conn.close()
+    assert payloads[-1] == "[DONE]"
+    chunks = [json.loads(p) for p in payloads[:-1]]
+    assert all(c["object"] == "chat.completion.chunk" for c in chunks)
+    assert chunks[-1]["choices"] == []
+    assert chunks[-1]["usage"] == {"prompt_tokens": 7, "completion_tokens": 9, "total_tokens": 16}
+    assert chunks[-2]["choices"][0]["finish_reason"] == "stop"
+    text = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks[:-1])
+    assert text == "standin reply from null: five four three two one"
+
+
+def test_native_generate_and_completions(plain: Standin) -> None:
+    status, answer = plain.json("POST", "/generate", {"text": "a b c", "sampling_params": {"max_new_tokens": 5}})
+    assert status == 200
+    assert answer["text"] == "standin reply from null: c"
+    assert answer["meta_info"]["finish_reason"] == {"type": "length", "length": 5}
+    status, raw = plain.request("POST", "/generate", {"text": "a b", "stream": True})
+    payloads = sse_payloads(raw)
+    assert (status, payloads[-1]) == (200, "[DONE]")
+    assert json.loads(payloads[-2])["text"] == "standin reply from null: b a"
+    status, completion = plain.json("POST", "/v1/completions", {"prompt": "x y", "max_tokens": 50})
+    assert status == 200
+    assert completion["choices"][0]["text"] == "standin reply from null: y x"
+    assert completion["usage"] == {"prompt_tokens": 2, "completion_tokens": 6, "total_tokens": 8}
+    assert plain.request("POST", "/flush_cache")[0] == 200
+    assert plain.json("POST", "/v1/completions", {"max_tokens": 5})[0] == 400
+
+
+def test_prefill_bootstrap_port_answers(start: Callable[..., Standin]) -> None:
+    prefill = start("prefill")
+    with socket.create_connection(("127.0.0.1", prefill.bootstrap_port), timeout=5) as sock:
+        assert sock.makefile("rb").readline() == f"OK prefill {prefill.port}\n".encode()
+    assert prefill.json("GET", "/get_server_info")[1]["standin_bootstrap_connections"] == 1
+
+
+def test_decode_reaches_prefill_bootstrap(start: Callable[..., Standin]) -> None:
+    prefill, decode = start("prefill"), start("decode")
+    pd_fields = {"bootstrap_host": "127.0.0.1", "bootstrap_port": prefill.bootstrap_port, "bootstrap_room": 42}
+    status, reply = decode.json("POST", "/v1/chat/completions", dict(CHAT, **pd_fields))
+    assert status == 200, reply
+    assert reply["choices"][0]["message"]["content"].startswith("standin reply from decode:")
+    assert prefill.json("GET", "/get_server_info")[1]["standin_bootstrap_connections"] == 1
+    assert decode.json("GET", "/get_server_info")[1]["standin_requests_served"] == 1
+
+
+def test_decode_fails_on_unreachable_bootstrap(start: Callable[..., Standin]) -> None:
+    decode = start("decode")
+    dead_port = free_port()
+    pd_fields = {"bootstrap_host": "127.0.0.1", "bootstrap_port": dead_port, "bootstrap_room": 7}
+    status, error = decode.json("POST", "/v1/chat/completions", dict(CHAT, **pd_fields))
+    assert status == 500
+    assert f"127.0.0.1:{dead_port}" in error["message"]
+    assert decode.json("GET", "/get_server_info")[1]["standin_requests_served"] == 0
+    assert decode.json("POST", "/v1/chat/completions", CHAT)[0] == 200  # no PD fields: served directly
+    assert "POST /v1/chat/completions 500" in decode.log()
+
+
+@pytest.mark.parametrize(
+    ("mode", "extra", "message"),
+    [
+        pytest.param("decode", ("--kv-cache-dtype", "fp8"), "invalid choice: 'fp8'", id="kv-cache-dtype-fp8"),
+        pytest.param("prefill", ("--disaggregation-transfer-backend", "fake"), "fake is not supported in prefill mode", id="fake-on-prefill"),
+        pytest.param("both", (), "invalid choice: 'both'", id="bad-mode"),
+    ],
+)
+def test_invalid_arguments_exit_2(mode: str, extra: tuple[str, ...], message: str) -> None:
+    result = subprocess.run(command(mode, free_port(), free_port(), *extra), env=standin_env(), capture_output=True,
+                            text=True, timeout=20, check=False)
+    assert result.returncode == 2, result
+    assert message in result.stderr
+    assert "started" not in result.stdout
+
+
+def test_fake_transfer_backend_accepted_on_decode(start: Callable[..., Standin]) -> None:
+    decode = start("decode", ("--disaggregation-transfer-backend", "fake"))
+    assert decode.request("GET", "/health") == (200, b"")
+
+
+def test_sigterm_finishes_in_flight_request_and_exits_0(start: Callable[..., Standin]) -> None:
+    standin = start(token_delay=0.1)
+    idle = http.client.HTTPConnection("127.0.0.1", standin.port, timeout=10)
+    busy = http.client.HTTPConnection("127.0.0.1", standin.port, timeout=10)
+    try:
+        idle.request("GET", "/health")  # leaves an idle keep-alive connection open
+        assert idle.getresponse().read() == b""
+        busy.request("POST", "/generate", body=json.dumps({"text": "a b c d e f", "stream": True}))
+        resp = busy.getresponse()
+        assert resp.status == 200
+        signalled = time.monotonic()
+        standin.proc.send_signal(signal.SIGTERM)
+        payloads = sse_payloads(resp.read())
+        assert standin.proc.wait(10) == 0
+    finally:
+        idle.close()
+        busy.close()
+    assert payloads[-1] == "[DONE]"
+    assert json.loads(payloads[-2])["text"] == "standin reply from null: f e d c b a"
+    assert time.monotonic() - signalled < 5, "the idle keep-alive connection held up the shutdown"
+    assert "received SIGTERM" in standin.log()
+    assert "stopped after serving 1 generation requests" in standin.log()
