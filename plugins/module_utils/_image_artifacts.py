@@ -24,6 +24,7 @@ import tempfile
 import threading
 import time
 import traceback
+import uuid
 
 try:
     import docker
@@ -97,17 +98,18 @@ def needs_placeholder_command(image):
     return not config.get('Cmd') and not config.get('Entrypoint')
 
 
-def create_transient_container(client, image, command=None):
+def create_transient_container(client, image, command=None, for_commit=False):
     """Create (never start) a container from ``image`` and return its ID.
 
     ``command`` is only used when the image has neither CMD nor ENTRYPOINT;
-    nothing is ever run.
+    nothing is ever run. A container that will be committed gets no label
+    (Docker would copy it into the image), only a recognisable name.
     """
-    kwargs = dict(
-        image=image.id,
-        labels={LABEL_TRANSIENT: 'true'},
-        network_disabled=True,
-    )
+    kwargs = dict(image=image.id)
+    if for_commit:
+        kwargs['name'] = 'sglang-pd-build-%s' % uuid.uuid4().hex[:12]
+    else:
+        kwargs.update(labels={LABEL_TRANSIENT: 'true'}, network_disabled=True)
     if command is not None:
         kwargs['command'] = command
     elif needs_placeholder_command(image):
@@ -241,24 +243,24 @@ class Prefetcher:
 
     def close(self):
         self._stop.set()
-        if self._close is not None:
+        self._thread.join(5)
+        if self._close is not None and not self._thread.is_alive():
             try:
                 self._close()
             except Exception:  # pylint: disable=broad-except
                 pass
-        self._thread.join(5)
 
 
 class ArchiveStream:
     """Context manager: a streaming ``tarfile`` over ``path`` in a container."""
 
-    def __init__(self, client, container_id, path):
-        url = client.api._url('/containers/{0}/archive', container_id)
-        self._response = client.api._get(url, params={'path': path}, stream=True)
-        client.api._raise_for_status(self._response)
-        chunks = self._response.iter_content(NET_CHUNK, decode_unicode=False)
-        self._prefetch = Prefetcher(chunks, close=self._response.close)
-        reader = io.BufferedReader(ChunkReader(self._prefetch), buffer_size=READ_CHUNK)
+    def __init__(self, client, container_id, path, prefetch=True):
+        # get_archive also takes the socket out of timeout mode, which makes the many small
+        # reads of a chunked response several times faster.
+        chunks, dummy = client.api.get_archive(container_id, path, chunk_size=NET_CHUNK)
+        self._prefetch = Prefetcher(chunks, close=chunks.close) if prefetch else None
+        source = self._prefetch if prefetch else chunks
+        reader = io.BufferedReader(ChunkReader(source), buffer_size=READ_CHUNK)
         self.archive = tarfile.open(fileobj=reader, mode='r|', bufsize=READ_CHUNK)
 
     def __enter__(self):
@@ -268,7 +270,8 @@ class ArchiveStream:
         try:
             self.archive.close()
         finally:
-            self._prefetch.close()
+            if self._prefetch is not None:
+                self._prefetch.close()
         return False
 
 

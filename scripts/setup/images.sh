@@ -3,7 +3,8 @@
 # local registry, and write its digest and checksums into the local inventory.
 source "$(dirname "$0")/lib.sh"
 BASE=${BASE_IMAGE:-sglang-pd-test/debian-base:12}
-NODE=${NODE_IMAGE:-sglang-pd-test/node:12}
+# Tagged by the Dockerfile's content, so a changed Dockerfile builds a new image.
+NODE=${NODE_IMAGE:-sglang-pd-test/node:$(sha256sum "$REPO/tests/images/node/Dockerfile" | cut -c1-12)}
 ADDR=$(cat "$CACHE/registry/address")
 REPO_NAME=${TEST_IMAGE_REPO:-$ADDR/mindverse/sglang}
 PYVER=3.11
@@ -12,10 +13,12 @@ GENERATED=$REPO/inventories/local/group_vars/all/generated.yml
 
 if ! image_exists "$NODE"; then
   log "building $NODE"
-  docker build -q --build-arg BASE="$BASE" -t "$NODE" "$REPO/tests/images/node" >/dev/null
+  docker build -q --build-arg BASE="$BASE" -t "$NODE" "$REPO/tests/images/node" >"$CACHE/node-build.log" 2>&1 \
+    || { tail -n 30 "$CACHE/node-build.log"; exit 1; }
 fi
+docker tag "$NODE" sglang-pd-test/node:latest
 
-# Wheelhouse for the test image: pinned router wheels and the stand-in, built once.
+# Build context of the test image: pinned router wheels (downloaded once) and the stand-in.
 ctx=$CACHE/images/sglang
 mkdir -p "$ctx/wheels"
 cp "$REPO/tests/images/sglang/"{Dockerfile,requirements.txt,make_engine_fixture.py} "$ctx/"
@@ -23,8 +26,8 @@ if ! ls "$ctx/wheels"/sglang_router-*.whl >/dev/null 2>&1; then
   log "downloading the pinned router wheels"
   pip download -q --only-binary=:all: -d "$ctx/wheels" -r "$ctx/requirements.txt"
 fi
-rm -f "$ctx/wheels"/sglang_standin-*.whl
-pip wheel -q --no-deps -w "$ctx/wheels" "$REPO/tests/standin" >/dev/null
+rm -rf "$ctx/standin" && mkdir -p "$ctx/standin"
+(cd "$REPO/tests/standin" && tar -c --exclude=__pycache__ sglang) | tar -x -C "$ctx/standin"
 
 login() {
   docker login -u sglang --password-stdin "$ADDR" < "$CACHE/registry/password" >/dev/null
@@ -35,7 +38,8 @@ login
 build_push() {
   local tag=$1 build_id=$2
   docker build -q --build-arg BASE="$BASE" --build-arg PYVER=$PYVER \
-    --build-arg BUILD_ID="$build_id" -t "$REPO_NAME:$tag" "$ctx" >/dev/null
+    --build-arg BUILD_ID="$build_id" -t "$REPO_NAME:$tag" "$ctx" >"$CACHE/image-build.log" 2>&1 \
+    || { tail -n 30 "$CACHE/image-build.log" >&2; exit 1; }
   docker push -q "$REPO_NAME:$tag" >/dev/null
   docker image inspect --format '{{range .RepoDigests}}{{println .}}{{end}}' "$REPO_NAME:$tag" \
     | grep "^$REPO_NAME@" | head -n1 | cut -d@ -f2
@@ -62,6 +66,7 @@ sglang_pd_image_repository: "$REPO_NAME"
 sglang_pd_image_digest: "$digest"
 sglang_pd_image_digest_next: "$digest_v2"
 sglang_pd_python_site_packages: "$SITE"
+fleet_node_image: "$NODE"
 sglang_pd_image_artifacts:
   - path: "$router_so"
     md5: "$(md5_in "$router_so")"

@@ -128,7 +128,10 @@ class ImageFactory:
             self.ids.add(image_id)
 
     def transient_containers(self):
-        found = self.client.containers.list(all=True, filters={'label': ia.LABEL_TRANSIENT})
+        """Containers made from this factory's images (the modules must leave none)."""
+        for image in self.client.images.list(name=self.repository):
+            self.ids.add(image.id)
+        found = self.client.containers.list(all=True)
         return [c for c in found if c.attrs.get('Image') in self.ids]
 
     def cleanup(self):
@@ -237,6 +240,34 @@ def test_line_match_counter_equals_grep_c_for_any_chunking(seed):
         counter.update(data[pos:pos + step])
         pos += step
     assert counter.finish() == grep_c(data, pattern)
+
+
+def test_prefetcher_blocks_chunks_and_keeps_order():
+    chunks = [bytes([i % 256]) * 100_000 for i in range(40)]
+    assert b''.join(ia.Prefetcher(iter(chunks))) == b''.join(chunks)
+
+
+def test_prefetcher_raises_the_producer_error():
+    def broken():
+        yield b'x' * 10
+        raise OSError('connection reset')
+
+    with pytest.raises(OSError, match='connection reset'):
+        list(ia.Prefetcher(broken()))
+
+
+def test_prefetcher_close_stops_an_endless_stream():
+    closed = []
+
+    def endless():
+        while True:
+            yield b'y' * 65536
+
+    prefetch = ia.Prefetcher(endless(), close=lambda: closed.append(True))
+    next(iter(prefetch))
+    start = time.monotonic()
+    prefetch.close()
+    assert time.monotonic() - start < 2 and closed == [True]
 
 
 def test_manifest_errors_are_reported_together_before_reading():

@@ -2,18 +2,79 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filters that turn the inventory into PD workers and launch command lines.
 
-The roles and the dry-run render use these filters, so what is rendered is what runs.
+The roles, the dry-run render (playbooks/render.yml) and the preflight checks all use
+these filters, so what is rendered and checked is what runs.
+
+Everything here reads inventory variables only (``hostvars`` as the inventory and
+extra vars define them), never gathered facts: a run with ``--limit`` sees the same
+workers, addresses and ports as a full run.
 """
 from __future__ import annotations
 
+import ipaddress
 import json
+import re
 import shlex
+from collections.abc import Mapping
+
+from ansible.errors import AnsibleFilterError
 
 
 MODES = ("prefill", "decode")
 # Production ports (seed deployment); each can be set per host or group in inventory.
 DEFAULT_PORTS = {"prefill": 30100, "decode": 30200}
 DEFAULT_BOOTSTRAP_PORT = 8998
+DEFAULT_DIST_INIT_PORT = 20000
+DEFAULT_ROUTER_PORT = 30000
+DEFAULT_GPUS_PER_HOST = 8
+REDACTED = "<redacted>"
+WORKER_SPEC_KEYS = ("name", "port", "bootstrap_port", "gpus", "args", "env", "ib_device")
+
+# Worker options that have their own role variable: (SGLang option, sglang_worker_ suffix).
+WORKER_OPTION_VARS = (
+    ("host", "host"),
+    ("model_path", "model_path"),
+    ("served_model_name", "served_model_name"),
+    ("tp_size", "tp_size"),
+    ("dp_size", "dp_size"),
+    ("ep_size", "ep_size"),
+    ("pp_size", "pp_size"),
+    ("enable_dp_attention", "enable_dp_attention"),
+    ("page_size", "page_size"),
+    ("chunked_prefill_size", "chunked_prefill_size"),
+    ("mem_fraction_static", "mem_fraction_static"),
+    ("kv_cache_dtype", "kv_cache_dtype"),
+    ("attention_backend", "attention_backend"),
+    ("trust_remote_code", "trust_remote_code"),
+    ("disaggregation_transfer_backend", "transfer_backend"),
+)
+# Options the collection sets from the inventory (ports, ranks, GPU base): never from
+# option dicts, or the router and the worker would disagree.
+FIXED_WORKER_OPTIONS = {
+    "disaggregation_mode": "the inventory group (sglang_prefill / sglang_decode)",
+    "port": "sglang_pd_<mode>_port, or port in sglang_pd_<mode>_workers",
+    "disaggregation_bootstrap_port": "sglang_pd_bootstrap_port, or bootstrap_port in sglang_pd_prefill_workers",
+    "base_gpu_id": "gpus in sglang_pd_<mode>_workers with sglang_worker_gpu_isolation: base_gpu_id",
+    "dist_init_addr": "sglang_pd_worker_group (and sglang_pd_dist_init_port)",
+    "nccl_init_addr": "sglang_pd_worker_group (and sglang_pd_dist_init_port)",
+    "nnodes": "sglang_pd_worker_group",
+    "node_rank": "sglang_pd_worker_group",
+}
+# Environment groups of a worker, merged in this order (later wins).
+WORKER_ENV_VARS = ("rocm_env", "nccl_env", "mooncake_env", "pd_env", "extra_env")
+
+# Router options that have their own role variable (sglang_router_<option>).
+ROUTER_OPTION_VARS = (
+    "policy", "prefill_policy", "decode_policy", "host", "port",
+    "prometheus_host", "prometheus_port",
+    "request_timeout_secs", "worker_startup_timeout_secs",
+    "health_check_endpoint", "health_check_interval_secs", "health_check_timeout_secs",
+    "health_failure_threshold", "health_success_threshold",
+    "retry_max_retries", "retry_initial_backoff_ms", "retry_max_backoff_ms", "disable_retries",
+    "log_level",
+)
+ROUTER_API_KEY_ENV = "SGLANG_ROUTER_API_KEY"
+ROUTER_CP_KEY_ENV = "SGLANG_ROUTER_CONTROL_PLANE_API_KEY_{}"
 
 
 def _url_host(address: str) -> str:
@@ -21,78 +82,333 @@ def _url_host(address: str) -> str:
     return f"[{address}]" if ":" in address and not address.startswith("[") else address
 
 
+def _ip(value):
+    """The IP address in ``value`` (``10.0.0.4`` or ``10.0.0.4/24``), or None."""
+    try:
+        return ipaddress.ip_interface(str(value).strip()).ip
+    except ValueError:
+        return None
+
+
+def address_candidates(hostvars_one):
+    """Addresses listed in inventory for a host (``sglang_pd_addresses``), interface first."""
+    listed = hostvars_one.get("sglang_pd_addresses")
+    interface = hostvars_one.get("sglang_pd_service_interface")
+    if isinstance(listed, Mapping):
+        if interface:
+            values = listed.get(interface) or []
+        else:
+            values = [a for v in listed.values() for a in (v if isinstance(v, (list, tuple)) else [v])]
+    else:
+        values = listed or []
+    if isinstance(values, str):
+        values = [values]
+    return list(values)
+
+
+def resolve_service_address(hostvars_one, host):
+    """Return (address, source, problem) for one host, from inventory variables only.
+
+    Order: ``sglang_pd_service_address``; else the first address of
+    ``sglang_pd_addresses`` (of ``sglang_pd_service_interface`` when set) that lies in
+    ``sglang_pd_cluster_cidr`` (when set); else ``ansible_host``; else the host name.
+    """
+    explicit = hostvars_one.get("sglang_pd_service_address")
+    if explicit:
+        return str(explicit), "sglang_pd_service_address", None
+    interface = hostvars_one.get("sglang_pd_service_interface")
+    listed = hostvars_one.get("sglang_pd_addresses")
+    if interface or listed:
+        source = "sglang_pd_addresses" + (f"[{interface}]" if interface else "")
+        cidr = hostvars_one.get("sglang_pd_cluster_cidr")
+        network = None
+        if cidr:
+            try:
+                network = ipaddress.ip_network(str(cidr), strict=False)
+            except ValueError:
+                return None, source, f"sglang_pd_cluster_cidr {cidr!r} is not a network"
+        for candidate in address_candidates(hostvars_one):
+            ip = _ip(candidate)
+            if ip is not None and (network is None or ip in network):
+                return str(ip), source, None
+        where = f" inside {cidr}" if cidr else ""
+        return None, source, f"no address{where} in {source}"
+    ansible_host = hostvars_one.get("ansible_host")
+    if ansible_host:
+        return str(ansible_host), "ansible_host", None
+    return host, "inventory_hostname", None
+
+
 def service_address(hostvars_one, host: str) -> str:
     """The address other nodes reach this host at: inventory first, never gathered facts."""
-    for key in ("sglang_pd_service_address", "ansible_host"):
-        value = hostvars_one.get(key)
-        if value:
-            return str(value)
-    return host
+    address, source, problem = resolve_service_address(hostvars_one, host)
+    if problem:
+        raise AnsibleFilterError(
+            f"{host}: {problem}; set sglang_pd_service_address, or list the host's addresses in "
+            f"sglang_pd_addresses (source: {source})")
+    return address
 
 
-def pd_workers(hosts, hostvars, mode):
+def parse_gpus(value):
+    """GPU ids from ``"0,1,2,3"``, ``[0, 1, 2, 3]`` or ``"0-3"``; None when not given.
+
+    Raises ValueError on anything else.
+    """
+    if value is None or value == "" or value == []:
+        return None
+    if isinstance(value, bool):
+        raise ValueError("a boolean is not a GPU list")
+    if isinstance(value, str):
+        ids = []
+        for part in value.split(","):
+            part = part.strip()
+            match = re.fullmatch(r"(\d+)-(\d+)", part)
+            if match:
+                ids.extend(range(int(match.group(1)), int(match.group(2)) + 1))
+            elif part.isdigit():
+                ids.append(int(part))
+            else:
+                raise ValueError(f"{part!r} is not a GPU id")
+        return ids
+    if isinstance(value, (list, tuple)):
+        ids = []
+        for part in value:
+            if isinstance(part, bool) or not str(part).strip().isdigit():
+                raise ValueError(f"{part!r} is not a GPU id")
+            ids.append(int(part))
+        return ids
+    raise ValueError(f"{value!r} is neither a list nor a comma-separated string of GPU ids")
+
+
+def _int(value, default):
+    if value is None or value == "":
+        return default
+    return int(value)
+
+
+def pd_workers(hosts, hostvars, mode, ranks="serving"):
     """Every worker of one mode on the given hosts, from inventory variables only.
 
     A host runs one worker per entry of ``sglang_pd_<mode>_workers`` (a list of
-    dicts with optional ``port``, ``bootstrap_port``, ``gpus``, ``name``, ``args``);
-    without that list it runs one worker on ``sglang_pd_<mode>_port`` (30100 for
-    prefill, 30200 for decode) and ``sglang_pd_bootstrap_port`` (8998).
+    dicts with optional ``name``, ``port``, ``bootstrap_port``, ``gpus``, ``args``,
+    ``env``, ``ib_device``); without that list it runs one worker on
+    ``sglang_pd_<mode>_port`` (30100 for prefill, 30200 for decode) and
+    ``sglang_pd_bootstrap_port`` (8998).
+
+    Hosts of the mode's group that share ``sglang_pd_worker_group`` run ONE worker
+    that spans them: node rank is the host's position in the group, and
+    ``--dist-init-addr`` is the first host's service address with
+    ``sglang_pd_dist_init_port`` (20000). Only rank 0 serves HTTP, so only rank 0 is
+    returned unless ``ranks='all'`` (what the worker role runs on each host).
     """
     if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        raise AnsibleFilterError(f"mode must be one of {MODES}, got {mode!r}")
+    if ranks not in ("serving", "all"):
+        raise AnsibleFilterError(f"ranks must be 'serving' or 'all', got {ranks!r}")
     workers = []
     for host in hosts:
         one = hostvars[host]
         address = service_address(one, host)
         specs = one.get(f"sglang_pd_{mode}_workers") or [{}]
-        default_port = int(one.get(f"sglang_pd_{mode}_port", DEFAULT_PORTS[mode]))
-        default_bootstrap_port = int(one.get("sglang_pd_bootstrap_port", DEFAULT_BOOTSTRAP_PORT))
+        group = one.get("sglang_pd_worker_group") or None
+        default_port = _int(one.get(f"sglang_pd_{mode}_port"), DEFAULT_PORTS[mode])
+        default_bootstrap_port = _int(one.get("sglang_pd_bootstrap_port"), DEFAULT_BOOTSTRAP_PORT)
         for index, spec in enumerate(specs):
-            port = int(spec.get("port", default_port + index))
-            bootstrap = int(spec.get("bootstrap_port", default_bootstrap_port + index))
+            spec = spec or {}
+            port = _int(spec.get("port"), default_port + index)
+            bootstrap = _int(spec.get("bootstrap_port"), default_bootstrap_port + index)
             name = spec.get("name") or (f"sglang-{mode}" if index == 0 else f"sglang-{mode}-{index}")
+            try:
+                gpus = parse_gpus(spec.get("gpus"))
+            except ValueError:
+                gpus = None
             workers.append({
                 "host": host,
                 "name": name,
                 "mode": mode,
+                "index": index,
                 "address": address,
                 "port": port,
                 "bootstrap_port": bootstrap if mode == "prefill" else None,
                 "url": f"http://{_url_host(address)}:{port}",
-                "gpus": spec.get("gpus"),
+                "gpus": gpus,
+                "gpus_per_host": _int(one.get("sglang_pd_gpus_per_host"), DEFAULT_GPUS_PER_HOST),
                 "args": dict(spec.get("args") or {}),
+                "env": dict(spec.get("env") or {}),
+                "ib_device": spec.get("ib_device"),
+                "group": group if len(specs) == 1 else None,
+                "dist_init_port": _int(one.get("sglang_pd_dist_init_port"), DEFAULT_DIST_INIT_PORT),
+                "nnodes": 1,
+                "node_rank": 0,
+                "dist_init_addr": None,
+                "serves_http": True,
             })
+    groups = {}
+    for worker in workers:
+        if worker["group"]:
+            groups.setdefault(worker["group"], []).append(worker)
+    for members in groups.values():
+        first = members[0]
+        for rank, worker in enumerate(members):
+            worker.update({
+                "nnodes": len(members),
+                "node_rank": rank,
+                "dist_init_addr": f"{_url_host(first['address'])}:{first['dist_init_port']}",
+                "serves_http": rank == 0,
+            })
+    if ranks == "serving":
+        return [w for w in workers if w["serves_http"]]
     return workers
 
 
 def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
+    return "--" + str(name).replace("_", "-")
 
 
 def cli_options(options) -> list:
     """Turn a dict of snake_case options into command-line flags.
 
-    ``True`` gives a bare flag, ``False``/``None`` omit it, a list repeats values after
-    one flag, a dict is passed as JSON, anything else as its string form.
+    ``True`` gives a bare flag, ``False``/``None``/``""`` omit it, a list repeats values
+    after one flag, a dict is passed as JSON, anything else as its string form.
     """
     argv = []
     for key, value in (options or {}).items():
-        if value is None or value is False:
-            continue
-        if value is True:
-            argv.append(_flag(key))
-        elif isinstance(value, (list, tuple)):
-            argv.append(_flag(key))
-            argv.extend(str(v) for v in value)
-        elif isinstance(value, dict):
-            argv.extend([_flag(key), json.dumps(value, sort_keys=True, separators=(",", ":"))])
-        else:
-            argv.extend([_flag(key), str(value)])
+        argv.extend(_cli_option(key, value))
     return argv
 
 
+def _cli_option(key, value):
+    if value is None or value is False or value == "":
+        return []
+    if value is True:
+        return [_flag(key)]
+    if isinstance(value, (list, tuple)):
+        return [_flag(key)] + [str(v) for v in value]
+    if isinstance(value, Mapping):
+        return [_flag(key), json.dumps(dict(value), sort_keys=True, separators=(",", ":"))]
+    return [_flag(key), str(value)]
+
+
+def ib_device_arg(value):
+    """Render InfiniBand devices as ``--disaggregation-ib-device`` expects them.
+
+    A list gives a comma list (``mlx5_0,mlx5_1``); a dict of GPU id to device(s) gives
+    the per-GPU JSON map (``{"0":"mlx5_0,mlx5_1","1":"mlx5_2"}``); a string (one
+    device, a comma list, a JSON map or the path of a JSON file) is passed as is.
+    """
+    if value is None or value == "" or value == [] or value == {}:
+        return None
+    if isinstance(value, Mapping):
+        def _key(item):
+            key = str(item[0])
+            return (0, int(key)) if key.isdigit() else (1, key)
+        rendered = {}
+        for gpu, devices in sorted(value.items(), key=_key):
+            rendered[str(gpu)] = ",".join(str(d) for d in devices) if isinstance(devices, (list, tuple)) else str(devices)
+        return json.dumps(rendered, separators=(",", ":"))
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def _var(role_vars, prefix, suffix, default=None):
+    value = role_vars.get(prefix + suffix, default)
+    return default if value is None else value
+
+
+def worker_options(worker, role_vars):
+    """The merged SGLang options of one worker and, per option, the variable it came from.
+
+    Later sources win: the dedicated variables, ``sglang_worker_cp_options``,
+    ``sglang_worker_options``, ``sglang_worker_<mode>_options``, then the worker's own
+    ``args`` in ``sglang_pd_<mode>_workers``.
+    """
+    options, origins = {}, {}
+    for option, suffix in WORKER_OPTION_VARS:
+        options[option] = role_vars.get("sglang_worker_" + suffix)
+        origins[option] = "sglang_worker_" + suffix
+    ib_source = "ib_device in sglang_pd_%s_workers" % worker["mode"] if worker.get("ib_device") else "sglang_worker_ib_device"
+    options["disaggregation_ib_device"] = ib_device_arg(worker.get("ib_device") or role_vars.get("sglang_worker_ib_device"))
+    origins["disaggregation_ib_device"] = ib_source
+    sources = (
+        ("sglang_worker_cp_options", role_vars.get("sglang_worker_cp_options")),
+        ("sglang_worker_options", role_vars.get("sglang_worker_options")),
+        (f"sglang_worker_{worker['mode']}_options", role_vars.get(f"sglang_worker_{worker['mode']}_options")),
+        (f"args in sglang_pd_{worker['mode']}_workers", worker.get("args")),
+    )
+    for origin, values in sources:
+        for key, value in (values or {}).items():
+            options[str(key)] = value
+            origins[str(key)] = origin
+    return options, origins
+
+
+def worker_launch(worker, role_vars):
+    """Command line and environment of one worker, built from the sglang_worker_* variables.
+
+    ``role_vars`` maps variable names (``sglang_worker_tp_size``, …) to values: the role
+    passes its own variables, the preflight the inventory's over the role defaults.
+    Returns ``argv``, ``origins`` (the variable behind each argv item), ``env`` and
+    ``options``.
+    """
+    mode = worker["mode"]
+    python = _var(role_vars, "sglang_worker_", "python", "python")
+    argv = [python, "-m", "sglang.launch_server", "--disaggregation-mode", mode, "--port", str(worker["port"])]
+    origins = ["sglang_worker_python", "", "", "inventory group sglang_" + mode, "inventory group sglang_" + mode,
+               f"sglang_pd_{mode}_port", f"sglang_pd_{mode}_port"]
+
+    def add(items, origin):
+        argv.extend(items)
+        origins.extend([origin] * len(items))
+
+    if mode == "prefill":
+        add(["--disaggregation-bootstrap-port", str(worker["bootstrap_port"])], "sglang_pd_bootstrap_port")
+    gpus = worker.get("gpus")
+    isolation = _var(role_vars, "sglang_worker_", "gpu_isolation", "visible_devices")
+    if gpus and isolation == "base_gpu_id":
+        add(["--base-gpu-id", str(min(gpus))], f"gpus in sglang_pd_{mode}_workers")
+    if worker.get("nnodes", 1) > 1:
+        add(["--dist-init-addr", worker["dist_init_addr"], "--nnodes", str(worker["nnodes"]),
+             "--node-rank", str(worker["node_rank"])], "sglang_pd_worker_group")
+    options, option_origins = worker_options(worker, role_vars)
+    for key, value in options.items():
+        if key in FIXED_WORKER_OPTIONS:
+            continue
+        add(_cli_option(key, value), option_origins[key])
+    for name in ("sglang_worker_extra_args", f"sglang_worker_{mode}_extra_args"):
+        add([str(a) for a in (role_vars.get(name) or [])], name)
+    return {
+        "argv": argv,
+        "origins": origins,
+        "env": worker_env(worker, role_vars),
+        "options": options,
+    }
+
+
+def _env_value(value):
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    return str(value)
+
+
+def worker_env(worker, role_vars):
+    """Container environment of one worker: ROCm/AITER, RCCL, Mooncake, PD, extra, own.
+
+    With ``sglang_worker_gpu_isolation: visible_devices`` (default) a worker given
+    ``gpus`` also gets ``HIP_VISIBLE_DEVICES``. A value of null removes a variable.
+    """
+    env = {}
+    for suffix in WORKER_ENV_VARS:
+        env.update(role_vars.get("sglang_worker_" + suffix) or {})
+    env.update(worker.get("env") or {})
+    isolation = _var(role_vars, "sglang_worker_", "gpu_isolation", "visible_devices")
+    if worker.get("gpus") and isolation == "visible_devices":
+        env["HIP_VISIBLE_DEVICES"] = ",".join(str(g) for g in worker["gpus"])
+    return {str(k): _env_value(v) for k, v in env.items() if v is not None}
+
+
 def sglang_server_argv(worker, options, extra_args=None, python="python"):
-    """The ``python -m sglang.launch_server`` command line of one worker."""
+    """The ``python -m sglang.launch_server`` command line of one worker (plain options)."""
     argv = [python, "-m", "sglang.launch_server",
             "--disaggregation-mode", worker["mode"],
             "--port", str(worker["port"])]
@@ -117,21 +433,106 @@ def sglang_router_argv(prefills, decodes, options, extra_args=None, python="pyth
     return argv
 
 
-def docker_run_argv(container, image, command, docker="/usr/bin/docker"):
-    """The ``docker run`` command line that runs ``command`` from ``image``."""
-    argv = [docker, "run", "--rm", "--name", container["name"]]
+def router_port(role_vars, hostvars_one=None):
+    """The router's port: sglang_router_port, else sglang_pd_router_port, else 30000."""
+    for value in (role_vars.get("sglang_router_port"), (hostvars_one or {}).get("sglang_pd_router_port")):
+        if value not in (None, ""):
+            return int(value)
+    return DEFAULT_ROUTER_PORT
+
+
+def router_launch(prefills, decodes, role_vars, address, supported=None):
+    """Command line, environment and secrets of the router, from the sglang_router_* variables.
+
+    ``supported`` is the router's flag list as detected from the image (``{"flags":
+    [...]}``) or None when unknown (render): options whose flag the router lacks are
+    left out and listed in ``dropped``. API keys go into ``secret_env`` (an env file of
+    their own) and reach the router through ``sh -c``, never as literal arguments.
+    """
+    options = {}
+    for suffix in ROUTER_OPTION_VARS:
+        options[suffix] = role_vars.get("sglang_router_" + suffix)
+    options["port"] = router_port(role_vars)
+    if not options.get("prometheus_host") and options.get("prometheus_port"):
+        options["prometheus_host"] = address
+    options.update(role_vars.get("sglang_router_options") or {})
+    flags = None
+    if supported and supported.get("flags"):
+        flags = set(supported["flags"])
+    dropped = []
+    if flags is not None:
+        for key in list(options):
+            if options[key] not in (None, False, "") and _flag(key) not in flags:
+                dropped.append(_flag(key))
+                del options[key]
+    python = _var(role_vars, "sglang_router_", "python", "python")
+    argv = sglang_router_argv(prefills, decodes, options, role_vars.get("sglang_router_extra_args"), python)
+    secret_env, secret_args, missing = {}, [], []
+    api_key = role_vars.get("sglang_router_api_key")
+    if api_key:
+        secret_env[ROUTER_API_KEY_ENV] = str(api_key)
+        secret_args += ["--api-key", f'"${ROUTER_API_KEY_ENV}"']
+    control_plane = role_vars.get("sglang_router_control_plane_api_keys") or []
+    if control_plane:
+        secret_args.append("--control-plane-api-keys")
+        for index, key in enumerate(control_plane):
+            name = ROUTER_CP_KEY_ENV.format(index)
+            secret_env[name] = ":".join(str(key.get(k, "")) for k in ("id", "name", "role", "key"))
+            secret_args.append(f'"${name}"')
+    if flags is not None:
+        missing = [f for f in secret_args if f.startswith("--") and f not in flags]
+    if secret_args:
+        argv = ["sh", "-c", 'exec "$@" ' + " ".join(secret_args), "sglang-router"] + argv
+    return {
+        "argv": argv,
+        "options": options,
+        "dropped": dropped,
+        "missing_secret_flags": missing,
+        "env": {str(k): _env_value(v) for k, v in (role_vars.get("sglang_router_env") or {}).items() if v is not None},
+        "secret_env": secret_env,
+    }
+
+
+def router_help_flags(text):
+    """The flags and choices a router's ``--help`` output lists.
+
+    Returns ``{"flags": [...], "choices": {flag: [...]}}``.
+    """
+    flags, choices = set(), {}
+    for match in re.finditer(r"(?<![\w-])(--[a-z0-9][a-z0-9-]*)(?:[ =]\{([^}]*)\})?", text or ""):
+        flags.add(match.group(1))
+        if match.group(2):
+            choices.setdefault(match.group(1), [c.strip() for c in match.group(2).split(",") if c.strip()])
+    flags.discard("--help")
+    return {"flags": sorted(flags), "choices": choices}
+
+
+def docker_run_options(container):
+    """The ``docker run`` options (between ``run`` and the image) of a container spec."""
+    argv = ["--rm", "--name", container["name"]]
     for key, flag in (("network", "--network"), ("ipc", "--ipc"), ("shm_size", "--shm-size"),
-                      ("env_file", "--env-file"), ("stop_timeout", "--stop-timeout")):
+                      ("stop_timeout", "--stop-timeout"), ("user", "--user")):
         if container.get(key):
             argv += [flag, str(container[key])]
+    if container.get("privileged"):
+        argv.append("--privileged")
+    env_files = container.get("env_files") or []
+    if container.get("env_file"):
+        env_files = [container["env_file"]] + list(env_files)
+    for value in env_files:
+        argv += ["--env-file", str(value)]
     for key, flag in (("devices", "--device"), ("groups", "--group-add"),
                       ("capabilities", "--cap-add"), ("security_opts", "--security-opt"),
                       ("ulimits", "--ulimit"), ("volumes", "--volume"), ("labels", "--label")):
         for value in container.get(key) or []:
             argv += [flag, str(value)]
-    argv.append(image)
-    argv += [str(a) for a in command]
+    argv += [str(a) for a in (container.get("extra_args") or [])]
     return argv
+
+
+def docker_run_argv(container, image, command, docker="/usr/bin/docker"):
+    """The ``docker run`` command line that runs ``command`` from ``image``."""
+    return [docker, "run"] + docker_run_options(container) + [image] + [str(a) for a in command]
 
 
 def shell_join(argv) -> str:
@@ -154,9 +555,14 @@ def env_file(env) -> str:
         if isinstance(value, bool):
             value = "1" if value else "0"
         if "\n" in str(value):
-            raise ValueError(f"environment value of {key} contains a newline")
+            raise AnsibleFilterError(f"environment value of {key} contains a newline")
         lines.append(f"{key}={value}")
     return "\n".join(lines) + ("\n" if lines else "")
+
+
+def redact(env, secret_names=None):
+    """The same mapping with the values of ``secret_names`` (all when None) redacted."""
+    return {k: (REDACTED if secret_names is None or k in secret_names else v) for k, v in (env or {}).items()}
 
 
 class FilterModule:
@@ -167,9 +573,15 @@ class FilterModule:
             "pd_workers": pd_workers,
             "service_address": service_address,
             "cli_options": cli_options,
+            "ib_device_arg": ib_device_arg,
+            "sglang_worker_launch": worker_launch,
             "sglang_server_argv": sglang_server_argv,
             "sglang_router_argv": sglang_router_argv,
+            "sglang_router_launch": router_launch,
+            "sglang_router_help_flags": router_help_flags,
+            "docker_run_options": docker_run_options,
             "docker_run_argv": docker_run_argv,
             "shell_join": shell_join,
             "env_file": env_file,
+            "redact": redact,
         }

@@ -17,11 +17,14 @@ import hashlib
 import io
 import json
 import os
+import queue
 import re
 import tarfile
 import tempfile
+import threading
 import time
 import traceback
+import uuid
 
 try:
     import docker
@@ -44,6 +47,10 @@ CACHE_SCHEMA = 1
 MIN_PREFIX = 8
 DIGEST_LENGTHS = {'md5': 32, 'sha256': 64}
 READ_CHUNK = 1 << 20
+# Docker answers with HTTP chunked encoding in ~32 KiB pieces; urllib3 is fastest when
+# asked for pieces of that size (large reads cost more than they save).
+NET_CHUNK = 32 * 1024
+PREFETCH_BLOCKS = 16
 LABEL_TRANSIENT = 'org.mindverse.sglang_pd.transient'
 # Docker refuses to create a container from an image that has neither CMD nor
 # ENTRYPOINT. The command is never run: the container is only created.
@@ -91,17 +98,18 @@ def needs_placeholder_command(image):
     return not config.get('Cmd') and not config.get('Entrypoint')
 
 
-def create_transient_container(client, image, command=None):
+def create_transient_container(client, image, command=None, for_commit=False):
     """Create (never start) a container from ``image`` and return its ID.
 
     ``command`` is only used when the image has neither CMD nor ENTRYPOINT;
-    nothing is ever run.
+    nothing is ever run. A container that will be committed gets no label
+    (Docker would copy it into the image), only a recognisable name.
     """
-    kwargs = dict(
-        image=image.id,
-        labels={LABEL_TRANSIENT: 'true'},
-        network_disabled=True,
-    )
+    kwargs = dict(image=image.id)
+    if for_commit:
+        kwargs['name'] = 'sglang-pd-build-%s' % uuid.uuid4().hex[:12]
+    else:
+        kwargs.update(labels={LABEL_TRANSIENT: 'true'}, network_disabled=True)
     if command is not None:
         kwargs['command'] = command
     elif needs_placeholder_command(image):
@@ -180,11 +188,99 @@ class ChunkReader(io.RawIOBase):
         return n
 
 
+class Prefetcher:
+    """Read an iterator of byte chunks in a background thread, in blocks of about READ_CHUNK.
+
+    Receiving from the Docker socket and hashing then overlap (both release the GIL), so a
+    file is hashed at about the rate the daemon sends it.
+    """
+
+    _END = object()
+
+    def __init__(self, chunks, close=None):
+        self._chunks = chunks
+        self._close = close
+        self._queue = queue.Queue(PREFETCH_BLOCKS)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name='image-artifacts-prefetch')
+        self._thread.daemon = True
+        self._thread.start()
+
+    def _put(self, item):
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.2)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _run(self):
+        try:
+            block = []
+            size = 0
+            for chunk in self._chunks:
+                block.append(chunk)
+                size += len(chunk)
+                if size >= READ_CHUNK:
+                    if not self._put(b''.join(block)):
+                        return
+                    block, size = [], 0
+            if block:
+                self._put(b''.join(block))
+            self._put(self._END)
+        except Exception as exc:  # pylint: disable=broad-except
+            self._put(exc)
+
+    def __iter__(self):
+        while True:
+            item = self._queue.get()
+            if item is self._END:
+                return
+            if isinstance(item, Exception):
+                raise item
+            yield item
+
+    def close(self):
+        self._stop.set()
+        self._thread.join(5)
+        if self._close is not None and not self._thread.is_alive():
+            try:
+                self._close()
+            except Exception:  # pylint: disable=broad-except
+                pass
+
+
+class ArchiveStream:
+    """Context manager: a streaming ``tarfile`` over ``path`` in a container."""
+
+    def __init__(self, client, container_id, path, prefetch=True):
+        # get_archive also takes the socket out of timeout mode, which makes the many small
+        # reads of a chunked response several times faster.
+        chunks, dummy = client.api.get_archive(container_id, path, chunk_size=NET_CHUNK)
+        self._prefetch = Prefetcher(chunks, close=chunks.close) if prefetch else None
+        source = self._prefetch if prefetch else chunks
+        reader = io.BufferedReader(ChunkReader(source), buffer_size=READ_CHUNK)
+        self.archive = tarfile.open(fileobj=reader, mode='r|', bufsize=READ_CHUNK)
+
+    def __enter__(self):
+        return self.archive
+
+    def __exit__(self, *exc_info):
+        try:
+            self.archive.close()
+        finally:
+            if self._prefetch is not None:
+                self._prefetch.close()
+        return False
+
+
 def open_archive_stream(client, container_id, path):
-    """Return a streaming ``tarfile`` over ``path`` in the container."""
-    chunks, dummy = client.api.get_archive(container_id, path, chunk_size=READ_CHUNK)
-    reader = io.BufferedReader(ChunkReader(chunks), buffer_size=READ_CHUNK)
-    return tarfile.open(fileobj=reader, mode='r|', bufsize=READ_CHUNK)
+    """Return a context manager yielding a streaming ``tarfile`` over ``path``.
+
+    Same request as ``APIClient.get_archive``, read through a prefetch thread.
+    """
+    return ArchiveStream(client, container_id, path)
 
 
 # --------------------------------------------------------------------------

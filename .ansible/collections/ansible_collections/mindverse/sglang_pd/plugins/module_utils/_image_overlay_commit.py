@@ -51,7 +51,7 @@ LABEL_SOURCES = LABEL_PREFIX + 'sources'
 LABEL_OVERLAYS = LABEL_PREFIX + 'overlays'
 LABEL_INPUTS = LABEL_PREFIX + 'inputs'
 # Part of the inputs hash: bump when the recipe's output for the same inputs changes.
-RECIPE = 'replace-dirs-then-overlays/1'
+RECIPE = 'replace-dirs-then-overlays/2'
 
 
 class BuildError(ArtifactError):
@@ -367,7 +367,7 @@ class OverlayCommit:
                 self.warnings.append(
                     'Base image %s has neither CMD nor ENTRYPOINT; Docker needs one to create a '
                     'container, so the built image records CMD %s.' % (base.id[:19], json.dumps(command)))
-            cid = create_transient_container(self.client, base, command=command)
+            cid = create_transient_container(self.client, base, command=command, for_commit=True)
             containers.append(cid)
 
             # 3. Replace whole directories: placeholder file, then the directory.
@@ -402,8 +402,9 @@ class OverlayCommit:
                 overlay_tar(name, overlay['src'], mode, spool)
                 self.client.api.put_archive(cid, parent or '/', spool)
 
-            # 5. Commit with BASE's configuration plus the labels.
-            config = copy.deepcopy(self.client.api.inspect_container(cid)['Config'])
+            # 5. Commit with BASE's image configuration plus the labels. (Docker fills in from
+            #    the build container only what BASE leaves empty - the same values.)
+            config = copy.deepcopy(base.attrs.get('Config') or {})
             merged = dict(config.get('Labels') or {})
             merged.update(labels)
             config['Labels'] = merged

@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 from sglang import __version__
 from sglang._standin import replies
+from sglang._standin.load import InFlight, load_body
 from sglang._standin.pd import bootstrap_targets, check_bootstrap
 from sglang._standin.replies import RequestError, error_body
 from sglang._standin.state import ServerState, log
@@ -37,6 +38,7 @@ class StandinHTTPServer(ThreadingHTTPServer):
         self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.state = state
         self.draining = False
+        self.in_flight = InFlight()
         self._lock = threading.Lock()
         self._idle: set[socket.socket] = set()
         super().__init__((host, state.args.port), StandinHandler)
@@ -161,6 +163,7 @@ class StandinHandler(BaseHTTPRequestHandler):
             "/get_model_info": self._model_info,
             "/v1/models": self._models,
             "/metrics": self._metrics,
+            "/get_load": lambda: self._json(200, load_body(self.server.in_flight.value)),
         }
         route = routes.get(urlsplit(self.path).path)
         if route is None:
@@ -224,7 +227,10 @@ class StandinHandler(BaseHTTPRequestHandler):
             f"sglang:num_requests_total{{{labels}}} {state.requests_served}\n"
             "# HELP sglang:num_running_reqs Running requests.\n"
             "# TYPE sglang:num_running_reqs gauge\n"
-            f"sglang:num_running_reqs{{{labels}}} 0\n"
+            f"sglang:num_running_reqs{{{labels}}} {self.server.in_flight.value}\n"
+            "# HELP sglang:num_queue_reqs Queued requests.\n"
+            "# TYPE sglang:num_queue_reqs gauge\n"
+            f"sglang:num_queue_reqs{{{labels}}} 0\n"
         )
         self._send(200, text.encode(), "text/plain; version=0.0.4; charset=utf-8")
 
@@ -235,12 +241,13 @@ class StandinHandler(BaseHTTPRequestHandler):
             self._error(503, "the server is warming up")
             return
         try:
-            body = json.loads(raw or b"null")
-            if not isinstance(body, dict):
-                raise RequestError("the request body must be a JSON object")
-            if state.mode == "decode":
-                self._check_prefill(body)
-            served = self._answer(path, body)
+            with self.server.in_flight:
+                body = json.loads(raw or b"null")
+                if not isinstance(body, dict):
+                    raise RequestError("the request body must be a JSON object")
+                if state.mode == "decode":
+                    self._check_prefill(body)
+                served = self._answer(path, body)
         except RequestError as exc:
             self._error(exc.status, str(exc))
             return

@@ -144,6 +144,11 @@ def test_unified_build_replaces_whole_package(docker_client, images, engine_v3, 
     assert [s['id'] for s in json.loads(labels[oc.LABEL_SOURCES])] == [ca.id]
     assert json.loads(labels[oc.LABEL_OVERLAYS]) == {ENGINE_SO: md5(ENGINE_V3)}
     assert labels['org.example.build'] == 'unit' and labels['origin'] == 'base'
+    assert set(labels) == set(base.labels) | set(first['labels']) | {'org.example.build'}
+    assert ia.LABEL_TRANSIENT not in labels
+    for key, value in base.attrs['Config'].items():
+        if key not in ('Labels', 'Image'):
+            assert image.attrs['Config'].get(key) == value, key
     assert image.attrs['Config']['Cmd'] == ['/bin/sh']
     assert 'FOO=bar' in image.attrs['Config']['Env']
     assert image.attrs['Comment'] == args['commit_message']

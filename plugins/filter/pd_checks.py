@@ -1,0 +1,986 @@
+# Copyright: mindverse
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Preflight checks of a PD inventory, run on the controller before any host is touched.
+
+``pd_model`` evaluates, for every host, the variables the roles would see (the
+inventory's values over the roles' defaults) and builds every worker's and router's
+command line with the same filters the roles use (plugins/filter/pd.py). The
+``pd_check_*`` filters then return a list of problems, each naming the host, the
+variable, its value, and what to write instead. An empty list means the check passed.
+"""
+from __future__ import annotations
+
+import ast
+import difflib
+import importlib
+import ipaddress
+import json
+import re
+import socket
+from collections.abc import Mapping
+
+from ansible_collections.mindverse.sglang_pd.plugins.filter.pd import (
+    FIXED_WORKER_OPTIONS,
+    MODES,
+    REDACTED,
+    parse_gpus,
+    WORKER_SPEC_KEYS,
+    pd_workers,
+    resolve_service_address,
+    router_launch,
+    worker_launch,
+)
+
+PD_GROUPS = ("sglang_router", "sglang_prefill", "sglang_decode")
+ROLE_PREFIXES = {"sglang_worker": "sglang_worker_", "sglang_router": "sglang_router_"}
+DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+MD5_RE = re.compile(r"^[0-9a-f]{32}$")
+SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+IB_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
+STRING_BOOLEANS = {"true", "false", "yes", "no", "on", "off", "1", "0", "y", "n"}
+ROUTER_POLICIES = ("cache_aware", "random", "round_robin", "power_of_two", "manual")
+ROUTER_PREFILL_POLICIES = ROUTER_POLICIES + ("bucket",)
+UNRESOLVED = "<set on the host by a template>"
+ALLOWLIST_MODULE = "ansible_collections.mindverse.sglang_pd.plugins.module_utils._sglang_flags_v{}"
+DEFAULT_SGLANG_VERSION = "0.5.14"
+_SIMPLE_TEMPLATE = re.compile(r"\{\{\s*([A-Za-z_]\w*)\s*(?:\|\s*(?:ansible\.builtin\.)?default\((.*?)\))?\s*\}\}")
+
+
+# --------------------------------------------------------------------------- helpers
+
+def _show(value):
+    """A value as the user would write it in YAML/JSON."""
+    if isinstance(value, str):
+        return json.dumps(value)
+    try:
+        return json.dumps(value, sort_keys=True, default=str)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _problem(host, variable, value, problem, fix):
+    return (host, f"{variable} = {_show(value)}: {problem}; {fix}")
+
+
+def merge_problems(problems):
+    """Merge (host, text) pairs with the same text into one line naming every host."""
+    merged = {}
+    for host, text in problems:
+        hosts = merged.setdefault(text, [])
+        if host not in hosts:
+            hosts.append(host)
+    return [f"{', '.join(hosts)}: {text}" for text, hosts in merged.items()]
+
+
+def _names(hostvars_one):
+    """The variable names a host has, without templating any value."""
+    try:
+        return set(iter(hostvars_one))
+    except TypeError:
+        return set(hostvars_one.keys())
+
+
+def _get(hostvars_one, name, errors, host, default=None):
+    """One variable of a host; a templating error is recorded, not raised."""
+    try:
+        return hostvars_one.get(name, default)
+    except Exception as exc:  # pylint: disable=broad-except
+        errors.append((host, f"{name} cannot be evaluated: {exc}; fix the template or the variables it uses"))
+        return default
+
+
+def _literal(text):
+    text = (text or "").strip()
+    if text in ("", "None", "none", "omit", "null"):
+        return None
+    if text in ("true", "True"):
+        return True
+    if text in ("false", "False"):
+        return False
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return UNRESOLVED
+
+
+def evaluate_default(value, hostvars_one, names):
+    """A role default as the host would see it.
+
+    Defaults of the form ``{{ name }}`` and ``{{ name | default(literal) }}`` are
+    resolved against the host's inventory variables; other templates stay unresolved
+    (the preflight does not need their value).
+    """
+    if isinstance(value, str) and "{{" in value:
+        match = _SIMPLE_TEMPLATE.fullmatch(value.strip())
+        if match:
+            name, fallback = match.group(1), match.group(2)
+            if name in names:
+                return hostvars_one.get(name)
+            return _literal(fallback) if fallback is not None else UNRESOLVED
+        if _SIMPLE_TEMPLATE.sub("", value).find("{{") == -1:
+            def _sub(found):
+                resolved = evaluate_default(found.group(0), hostvars_one, names)
+                return UNRESOLVED if resolved is None else str(resolved)
+            return _SIMPLE_TEMPLATE.sub(_sub, value)
+        return UNRESOLVED
+    if isinstance(value, Mapping):
+        return {k: evaluate_default(v, hostvars_one, names) for k, v in value.items()}
+    if isinstance(value, list):
+        return [evaluate_default(v, hostvars_one, names) for v in value]
+    return value
+
+
+def pd_role_vars(hostvars_one, defaults, prefix, errors=None, host=""):
+    """The role variables a host gets: inventory and extra vars over the role defaults."""
+    errors = [] if errors is None else errors
+    names = _names(hostvars_one)
+    result = {}
+    for key, value in (defaults or {}).items():
+        if key in names:
+            result[key] = _get(hostvars_one, key, errors, host)
+        else:
+            result[key] = evaluate_default(value, hostvars_one, names)
+    for key in names:
+        if key.startswith(prefix) and key not in result:
+            result[key] = _get(hostvars_one, key, errors, host)
+    return result
+
+
+class _Overlay(Mapping):
+    """hostvars with some variables replaced (hosts whose address cannot be resolved)."""
+
+    def __init__(self, hostvars, overrides):
+        self._hostvars = hostvars
+        self._overrides = overrides
+
+    def __getitem__(self, host):
+        one = self._hostvars[host]
+        if host in self._overrides:
+            merged = {k: one.get(k) for k in _names(one) if k.startswith("sglang_pd_")}
+            merged.update(self._overrides[host])
+            return merged
+        return one
+
+    def __iter__(self):
+        return iter(self._hostvars)
+
+    def __len__(self):
+        return len(self._hostvars)
+
+
+# --------------------------------------------------------------------------- model
+
+def pd_model(groups, hostvars, defaults):
+    """Everything the roles would run, computed on the controller from inventory.
+
+    ``defaults`` maps role names (``sglang_worker``, ``sglang_router``) to the role's
+    defaults/main.yml as data. Returns a dict with ``hosts``, ``workers`` (all node
+    ranks, each with its ``launch``), ``routers`` and ``errors`` (problems found while
+    building: they are reported by pd_check_build).
+    """
+    errors = []
+    model = {"hosts": {}, "workers": [], "routers": [], "errors": errors, "groups": {}}
+    for name in PD_GROUPS:
+        model["groups"][name] = list(groups.get(name) or [])
+    pd_hosts = []
+    for name in PD_GROUPS:
+        for host in model["groups"][name]:
+            if host not in pd_hosts:
+                pd_hosts.append(host)
+    overrides = {}
+    for host in pd_hosts:
+        one = hostvars[host]
+        try:
+            address, source, problem = resolve_service_address(one, host)
+        except Exception as exc:  # pylint: disable=broad-except
+            address, source, problem = None, "sglang_pd_service_address", str(exc)
+        info = {"address": address, "address_source": source, "address_problem": problem, "role_vars": {}}
+        if problem:
+            overrides[host] = {"sglang_pd_service_address": "unresolved.invalid"}
+        for role, prefix in ROLE_PREFIXES.items():
+            info["role_vars"][role] = pd_role_vars(one, defaults.get(role) or {}, prefix, errors, host)
+        model["hosts"][host] = info
+    safe = _Overlay(hostvars, overrides)
+    for mode in MODES:
+        try:
+            workers = pd_workers(model["groups"]["sglang_" + mode], safe, mode, ranks="all")
+        except Exception as exc:  # pylint: disable=broad-except
+            errors.append(("inventory", f"the {mode} workers cannot be built: {exc}; "
+                                        f"check sglang_pd_{mode}_port, sglang_pd_bootstrap_port and sglang_pd_{mode}_workers"))
+            continue
+        for worker in workers:
+            role_vars = model["hosts"][worker["host"]]["role_vars"]["sglang_worker"]
+            try:
+                worker["launch"] = worker_launch(worker, role_vars)
+            except Exception as exc:  # pylint: disable=broad-except
+                errors.append((worker["host"], f"the {mode} worker {worker['name']} cannot be built: {exc}"))
+                continue
+            model["workers"].append(worker)
+    prefills = [w for w in model["workers"] if w["mode"] == "prefill" and w["serves_http"]]
+    decodes = [w for w in model["workers"] if w["mode"] == "decode" and w["serves_http"]]
+    for host in model["groups"]["sglang_router"]:
+        info = model["hosts"][host]
+        role_vars = info["role_vars"]["sglang_router"]
+        try:
+            launch = router_launch(prefills, decodes, role_vars, info["address"] or host)
+        except Exception as exc:  # pylint: disable=broad-except
+            errors.append((host, f"the router cannot be built: {exc}"))
+            continue
+        model["routers"].append({"host": host, "address": info["address"], "launch": launch, "role_vars": role_vars})
+    return model
+
+
+def pd_check_build(model):
+    """Problems found while evaluating variables and building the commands."""
+    return merge_problems(model.get("errors") or [])
+
+
+# --------------------------------------------------------------------------- groups
+
+def pd_check_groups(groups):
+    """Each PD group has at least one host."""
+    problems = []
+    for name in PD_GROUPS:
+        if not (groups.get(name) or []):
+            problems.append(
+                f"inventory: group {name} is empty; add at least one host to {name} "
+                f"(sglang_router, sglang_prefill and sglang_decode are children of sglang_pd)")
+    return problems
+
+
+# --------------------------------------------------------------------------- variables
+
+def _spec_type_problem(spec, value):
+    """What is wrong with value for an argument-spec option, or None."""
+    kind = spec.get("type", "raw")
+    if value is None:
+        return None
+    if kind == "bool":
+        if isinstance(value, str):
+            return "a string, not a boolean"
+        if not isinstance(value, bool):
+            return "not a boolean"
+    elif kind == "int":
+        if isinstance(value, bool) or isinstance(value, float):
+            return "not an integer"
+        if isinstance(value, str):
+            if not re.fullmatch(r"-?\d+", value.strip()):
+                return "not an integer"
+    elif kind == "float":
+        if isinstance(value, bool):
+            return "not a number"
+        try:
+            float(value)
+        except (TypeError, ValueError):
+            return "not a number"
+    elif kind == "list":
+        if not isinstance(value, (list, tuple)):
+            return "not a list"
+    elif kind == "dict":
+        if not isinstance(value, Mapping):
+            return "not a dict"
+    elif kind in ("str", "path"):
+        if isinstance(value, (list, Mapping)):
+            return f"a {'list' if isinstance(value, list) else 'dict'}, not a string"
+    if spec.get("choices") and value not in spec["choices"]:
+        return f"not one of {', '.join(str(c) for c in spec['choices'])}"
+    return None
+
+
+def _fix_for_type(name, spec, value):
+    kind = spec.get("type", "raw")
+    if kind == "bool":
+        literal = "true" if str(value).strip().lower() in ("true", "yes", "on", "1", "y") else "false"
+        return (f"write {name}: {literal} (a YAML boolean, unquoted); on the command line use JSON: "
+                f"-e '{{\"{name}\": {literal}}}'")
+    if spec.get("choices"):
+        close = difflib.get_close_matches(str(value), [str(c) for c in spec["choices"]], n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        return f"write one of {', '.join(str(c) for c in spec['choices'])}{hint}"
+    return f"write a value of type {kind}"
+
+
+def pd_check_variables(hostvars, hosts, specs, removed):
+    """Removed or renamed variables, unknown role variables and values of the wrong type.
+
+    ``specs`` maps variable names to argument-spec options (type, choices, elements);
+    ``removed`` maps old variable names to what to write instead.
+    """
+    problems = []
+    known = set(specs)
+    for host in hosts:
+        one = hostvars[host]
+        names = _names(one)
+        for name in sorted(names):
+            if name in removed:
+                problems.append(_problem(host, name, _get(one, name, [], host), "this variable was removed or renamed",
+                                         f"write {removed[name]} instead"))
+                continue
+            if any(name.startswith(p) for p in ROLE_PREFIXES.values()) and name not in known:
+                close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.7)
+                hint = f"did you mean {close[0]}? " if close else ""
+                problems.append(_problem(host, name, _get(one, name, [], host), "no role of this collection reads this variable",
+                                         f"{hint}see docs/variables.md for the variables each role takes"))
+                continue
+            spec = specs.get(name)
+            if spec is None:
+                continue
+            errors = []
+            value = _get(one, name, errors, host)
+            if errors:
+                problems.extend(errors)
+                continue
+            issue = _spec_type_problem(spec, value)
+            if issue:
+                problems.append(_problem(host, name, value, issue, _fix_for_type(name, spec, value)))
+                continue
+            if spec.get("type") == "list" and spec.get("elements") and isinstance(value, (list, tuple)):
+                for index, item in enumerate(value):
+                    item_issue = _spec_type_problem({"type": spec["elements"]}, item)
+                    if item_issue:
+                        problems.append(_problem(host, f"{name}[{index}]", item, item_issue,
+                                                 _fix_for_type(f"{name}[{index}]", {"type": spec["elements"]}, item)))
+    return merge_problems(problems)
+
+
+def pd_check_worker_specs(hostvars, groups):
+    """Entries of sglang_pd_<mode>_workers are well formed."""
+    problems = []
+    for mode in MODES:
+        name = f"sglang_pd_{mode}_workers"
+        for host in groups.get("sglang_" + mode) or []:
+            one = hostvars[host]
+            specs = _get(one, name, problems, host)
+            if specs in (None, "", []):
+                continue
+            if not isinstance(specs, list):
+                problems.append(_problem(host, name, specs, "not a list",
+                                         "write a list with one entry per worker, e.g. [{port: 30200, gpus: [0, 1, 2, 3]}]"))
+                continue
+            for index, spec in enumerate(specs):
+                variable = f"{name}[{index}]"
+                if not isinstance(spec, Mapping):
+                    problems.append(_problem(host, variable, spec, "not a dict",
+                                             "write {port: ..., gpus: [...]} (keys: " + ", ".join(WORKER_SPEC_KEYS) + ")"))
+                    continue
+                for key in spec:
+                    if key not in WORKER_SPEC_KEYS:
+                        close = difflib.get_close_matches(str(key), WORKER_SPEC_KEYS, n=1)
+                        problems.append(_problem(host, f"{variable}.{key}", spec[key], "not a worker key",
+                                                 (f"did you mean {close[0]}? " if close else "")
+                                                 + "the keys are " + ", ".join(WORKER_SPEC_KEYS)))
+                for key in ("port", "bootstrap_port"):
+                    if key in spec and _port_problem(spec[key]):
+                        problems.append(_problem(host, f"{variable}.{key}", spec[key], _port_problem(spec[key]),
+                                                 "write a port number between 1024 and 65535"))
+                if mode == "decode" and "bootstrap_port" in spec:
+                    problems.append(_problem(host, f"{variable}.bootstrap_port", spec["bootstrap_port"],
+                                             "the bootstrap server runs on prefill servers only",
+                                             "remove it (decode workers learn the port from the router)"))
+                for key in ("args", "env"):
+                    if key in spec and not isinstance(spec[key], Mapping):
+                        problems.append(_problem(host, f"{variable}.{key}", spec[key], "not a dict",
+                                                 "write snake_case options as a dict, e.g. {tp_size: 4}" if key == "args"
+                                                 else "write environment variables as a dict, e.g. {NCCL_DEBUG: INFO}"))
+                if "name" in spec and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", str(spec["name"])):
+                    problems.append(_problem(host, f"{variable}.name", spec["name"], "not a valid service/container name",
+                                             "use letters, digits, '.', '_' and '-'"))
+        for host in groups.get("sglang_" + mode) or []:
+            for key in ("sglang_pd_%s_port" % mode, "sglang_pd_bootstrap_port", "sglang_pd_dist_init_port"):
+                value = _get(hostvars[host], key, problems, host)
+                if value is not None and _port_problem(value):
+                    problems.append(_problem(host, key, value, _port_problem(value), "write a port number between 1024 and 65535"))
+    return merge_problems(problems)
+
+
+def pd_check_names(model):
+    """Service (container) names are unique on each host."""
+    problems = []
+    seen = {}
+    for worker in model["workers"]:
+        key = (worker["host"], worker["name"])
+        if key in seen:
+            problems.append(_problem(worker["host"], f"name of {worker['mode']} worker {worker['index']}", worker["name"],
+                                     f"the {seen[key]} on this host already has this name",
+                                     f"give it its own name in sglang_pd_{worker['mode']}_workers"))
+        seen[key] = f"{worker['mode']} worker {worker['index']}"
+    for router in model["routers"]:
+        name = router["role_vars"].get("sglang_router_name")
+        if (router["host"], name) in seen:
+            problems.append(_problem(router["host"], "sglang_router_name", name,
+                                     f"the {seen[(router['host'], name)]} on this host already has this name",
+                                     "write another sglang_router_name"))
+    return merge_problems(problems)
+
+
+# --------------------------------------------------------------------------- image
+
+def pd_check_image(hostvars, hosts):
+    """The image is pinned by a full sha256 digest; md5 and sha256 values are whole."""
+    problems = []
+    for host in hosts:
+        one = hostvars[host]
+        names = _names(one)
+        errors = []
+        digest = _get(one, "sglang_pd_image_digest", errors, host)
+        repository = _get(one, "sglang_pd_image_repository", errors, host)
+        problems.extend(errors)
+        if not isinstance(digest, str) or not DIGEST_RE.match(digest):
+            problems.append(_problem(
+                host, "sglang_pd_image_digest", digest, "the image must be pinned by its full digest",
+                "write sha256: followed by all 64 hex characters (docker buildx imagetools inspect IMAGE, "
+                "or the RepoDigests of docker image inspect)"))
+        if not isinstance(repository, str) or not repository or "@" in repository:
+            problems.append(_problem(
+                host, "sglang_pd_image_repository", repository, "the repository must be given without a digest",
+                "write the registry and repository only, e.g. myacr.azurecr.io/mindverse/sglang, and the digest "
+                "in sglang_pd_image_digest"))
+        for name in ("sglang_worker_image", "sglang_router_image", "sglang_image_digest"):
+            if name not in names:
+                continue
+            value = _get(one, name, problems, host)
+            pattern = DIGEST_RE if name.endswith("_digest") else re.compile(r"^[^@\s]+@sha256:[0-9a-f]{64}$")
+            if not isinstance(value, str) or not pattern.match(value):
+                problems.append(_problem(host, name, value, "not pinned by a full sha256 digest",
+                                         "write REPOSITORY@sha256:<64 hex characters>, or leave it unset so it "
+                                         "follows sglang_pd_image_repository and sglang_pd_image_digest"))
+        if "sglang_pd_image_digest_next" in names:
+            value = _get(one, "sglang_pd_image_digest_next", problems, host)
+            if value and (not isinstance(value, str) or not DIGEST_RE.match(value)):
+                problems.append(_problem(host, "sglang_pd_image_digest_next", value, "not a full sha256 digest",
+                                         "write sha256: followed by all 64 hex characters"))
+        for name in sorted(names):
+            if name.endswith("_md5"):
+                value = _get(one, name, problems, host)
+                if value and (not isinstance(value, str) or not MD5_RE.match(value)):
+                    problems.append(_problem(host, name, value, "not a whole md5",
+                                             "write all 32 lowercase hex characters (md5sum FILE), not a prefix"))
+        for name in ("sglang_pd_image_artifacts", "sglang_image_artifacts"):
+            if name not in names:
+                continue
+            artifacts = _get(one, name, problems, host) or []
+            if not isinstance(artifacts, list):
+                problems.append(_problem(host, name, artifacts, "not a list", "write a list of {path, md5 | sha256}"))
+                continue
+            for index, item in enumerate(artifacts):
+                if not isinstance(item, Mapping):
+                    continue
+                for key, pattern, width in (("md5", MD5_RE, 32), ("sha256", SHA256_RE, 64)):
+                    if key in item and (not isinstance(item[key], str) or not pattern.match(item[key])):
+                        problems.append(_problem(
+                            host, f"{name}[{index}].{key}", item[key], f"not a whole {key}",
+                            f"write all {width} lowercase hex characters ({key}sum {item.get('path', 'FILE')}), not a prefix"))
+    return merge_problems(problems)
+
+
+# --------------------------------------------------------------------------- addresses
+
+def _resolve(name, cache):
+    if name not in cache:
+        try:
+            infos = socket.getaddrinfo(name, None, proto=socket.IPPROTO_TCP)
+            cache[name] = sorted({info[4][0] for info in infos})
+        except (socket.gaierror, UnicodeError, OSError):
+            cache[name] = []
+    return cache[name]
+
+
+def pd_check_addresses(model, hostvars):
+    """Service addresses are valid, resolvable, reachable from other nodes and in the CIDR."""
+    problems = []
+    cache = {}
+    hosts = list(model["hosts"])
+    distinct = len(hosts) > 1
+    for host, info in model["hosts"].items():
+        one = hostvars[host]
+        names = _names(one)
+        source = info["address_source"]
+        if info["address_problem"]:
+            problems.append(_problem(host, source, _get(one, source.split("[")[0], [], host), info["address_problem"],
+                                     "set sglang_pd_service_address, or list the host's addresses in sglang_pd_addresses "
+                                     "with one inside sglang_pd_cluster_cidr"))
+            continue
+        if "sglang_pd_addresses" in names:
+            for candidate in _as_list(_get(one, "sglang_pd_addresses", problems, host)):
+                try:
+                    ipaddress.ip_interface(str(candidate).strip())
+                except ValueError:
+                    problems.append(_problem(host, "sglang_pd_addresses", candidate, "not an IP address",
+                                             "list IP addresses (10.0.0.4 or 10.0.0.4/24)"))
+        address = info["address"]
+        try:
+            ips = [ipaddress.ip_address(address)]
+        except ValueError:
+            resolved = _resolve(address, cache)
+            if not resolved:
+                problems.append(_problem(host, source, address, "this name does not resolve on the controller",
+                                         "write the IP address other nodes reach this host at in sglang_pd_service_address"))
+                continue
+            ips = [ipaddress.ip_address(a.split("%")[0]) for a in resolved]
+        if distinct and any(ip.is_loopback or ip.is_unspecified for ip in ips):
+            problems.append(_problem(host, source, address, "other nodes cannot reach a loopback or unspecified address "
+                                     "(the router gives prefill URLs to decode nodes)",
+                                     "write the host's cluster address in sglang_pd_service_address"))
+            continue
+        cidr = _get(one, "sglang_pd_cluster_cidr", problems, host)
+        if cidr:
+            try:
+                network = ipaddress.ip_network(str(cidr), strict=False)
+            except ValueError:
+                problems.append(_problem(host, "sglang_pd_cluster_cidr", cidr, "not a network",
+                                         "write a CIDR such as 10.0.0.0/16"))
+                continue
+            if not any(ip in network for ip in ips):
+                problems.append(_problem(host, source, address, f"outside sglang_pd_cluster_cidr {cidr}",
+                                         f"write an address inside {cidr}, or correct sglang_pd_cluster_cidr"))
+    return merge_problems(problems)
+
+
+def _as_list(value):
+    if isinstance(value, Mapping):
+        return [a for v in value.values() for a in _as_list(v)]
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    return [] if value in (None, "") else [value]
+
+
+# --------------------------------------------------------------------------- ports
+
+def _port_problem(value):
+    if isinstance(value, bool):
+        return "not a port number"
+    try:
+        port = int(value)
+    except (TypeError, ValueError):
+        return "not a port number"
+    if not 0 < port <= 65535:
+        return "outside 1-65535"
+    return None
+
+
+def pd_check_ports(model):
+    """Every port is valid and no two services use one port on one address."""
+    problems = []
+    used = {}
+
+    def claim(host, address, port, what, variable):
+        issue = _port_problem(port)
+        if issue:
+            problems.append(_problem(host, variable, port, issue, "write a port number between 1024 and 65535"))
+            return
+        key = (address, int(port))
+        if key in used:
+            other_host, other_what = used[key]
+            problems.append(_problem(
+                host, variable, port,
+                f"port {port} on {address} is used by {what} and by {other_what} on {other_host}",
+                "give each service on a host its own port (workers: port / bootstrap_port in "
+                "sglang_pd_<mode>_workers; router: sglang_router_port, sglang_router_prometheus_port)"))
+        else:
+            used[key] = (host, what)
+
+    for worker in model["workers"]:
+        if not worker["serves_http"]:
+            continue
+        host, address, mode = worker["host"], worker["address"], worker["mode"]
+        claim(host, address, worker["port"], f"{mode} worker {worker['name']}", f"port of {worker['name']} (sglang_pd_{mode}_port)")
+        if mode == "prefill":
+            claim(host, address, worker["bootstrap_port"], f"bootstrap server of {worker['name']}",
+                  f"bootstrap port of {worker['name']} (sglang_pd_bootstrap_port)")
+        if worker["nnodes"] > 1:
+            claim(host, address, worker["dist_init_port"], f"dist-init port of {worker['name']}", "sglang_pd_dist_init_port")
+        nccl = worker["launch"]["options"].get("nccl_port")
+        if nccl:
+            claim(host, address, nccl, f"NCCL port of {worker['name']}", "nccl_port in the worker options")
+    for router in model["routers"]:
+        options = router["launch"]["options"]
+        claim(router["host"], router["address"], options.get("port"), "the router", "sglang_router_port")
+        if options.get("prometheus_port"):
+            claim(router["host"], router["address"], options["prometheus_port"], "the router's metrics",
+                  "sglang_router_prometheus_port")
+    return merge_problems(problems)
+
+
+# --------------------------------------------------------------------------- GPUs
+
+def _int_option(options, *names, default=1):
+    for name in names:
+        value = options.get(name)
+        if value not in (None, "", False):
+            try:
+                return int(value)
+            except (TypeError, ValueError):
+                return None
+    return default
+
+
+def pd_check_gpus(model, hostvars):
+    """GPU subsets are valid and disjoint, and TP x DP x PP equals the GPUs a worker gets."""
+    problems = []
+    by_host = {}
+    groups = {}
+    for worker in model["workers"]:
+        host, mode = worker["host"], worker["mode"]
+        one = hostvars[host]
+        role_vars = model["hosts"][host]["role_vars"]["sglang_worker"]
+        validate = _get(one, "sglang_pd_validate_gpu_layout", problems, host, True)
+        specs = _get(one, f"sglang_pd_{mode}_workers", problems, host) or []
+        variable = f"sglang_pd_{mode}_workers[{worker['index']}].gpus" if specs else f"sglang_pd_{mode}_workers"
+        raw = specs[worker["index"]].get("gpus") if specs and isinstance(specs[worker["index"]], Mapping) else None
+        per_host = worker["gpus_per_host"]
+        try:
+            gpus = parse_gpus(raw)
+        except ValueError as exc:
+            problems.append(_problem(host, variable, raw, str(exc), 'write GPU ids as a list [0, 1, 2, 3] or a string "0,1,2,3"'))
+            continue
+        if worker["group"] and len(specs) > 1:
+            problems.append(_problem(host, "sglang_pd_worker_group", worker["group"],
+                                     f"a host of a multi-node worker runs only that worker, but sglang_pd_{mode}_workers lists {len(specs)}",
+                                     "remove sglang_pd_worker_group, or give the host a single worker"))
+        if worker["group"]:
+            groups.setdefault((mode, worker["group"]), []).append(worker)
+        if validate is False:
+            continue
+        ids = gpus if gpus is not None else list(range(per_host))
+        bad = [g for g in ids if not 0 <= g < per_host]
+        if bad:
+            problems.append(_problem(host, variable, raw, f"GPU ids {bad} do not exist on a host with sglang_pd_gpus_per_host {per_host}",
+                                     f"use ids 0 to {per_host - 1}, or correct sglang_pd_gpus_per_host"))
+            continue
+        if len(set(ids)) != len(ids):
+            problems.append(_problem(host, variable, raw, "a GPU is listed twice", "list each GPU once"))
+            continue
+        if gpus and role_vars.get("sglang_worker_gpu_isolation") == "base_gpu_id" and ids != list(range(min(ids), min(ids) + len(ids))):
+            problems.append(_problem(host, variable, raw, "with sglang_worker_gpu_isolation base_gpu_id a worker needs consecutive GPUs",
+                                     "list consecutive ids (e.g. [4, 5, 6, 7]) or use sglang_worker_gpu_isolation: visible_devices"))
+        for gpu in ids:
+            other = by_host.setdefault(host, {}).get(gpu)
+            if other:
+                problems.append(_problem(host, variable, raw if raw is not None else "all GPUs",
+                                         f"GPU {gpu} is also given to {other}",
+                                         "give each worker on a host its own GPUs with gpus in sglang_pd_<mode>_workers"))
+                break
+            by_host[host][gpu] = f"{mode} worker {worker['name']}"
+        options = worker["launch"]["options"]
+        tp = _int_option(options, "tp_size", "tensor_parallel_size")
+        dp = _int_option(options, "dp_size", "data_parallel_size")
+        pp = _int_option(options, "pp_size", "pipeline_parallel_size")
+        if None in (tp, dp, pp):
+            problems.append(_problem(host, "sglang_worker_tp_size / dp_size / pp_size", [tp, dp, pp], "not integers",
+                                     "write whole numbers"))
+            continue
+        dp_attention = options.get("enable_dp_attention") is True
+        world = tp * pp * (1 if dp_attention else dp)
+        given = len(ids) * worker["nnodes"]
+        if world != given:
+            formula = f"tp_size {tp} x pp_size {pp}" + ("" if dp_attention else f" x dp_size {dp}")
+            problems.append(_problem(
+                host, "sglang_worker_tp_size", tp,
+                f"the {mode} worker {worker['name']} needs {formula} = {world} GPUs but gets {len(ids)}"
+                + (f" x {worker['nnodes']} nodes" if worker["nnodes"] > 1 else "") + f" = {given}",
+                f"set sglang_worker_tp_size (or dp_size/pp_size, per mode in sglang_worker_{mode}_options or per worker in args) "
+                f"so the product is {given}, or give the worker {world // max(worker['nnodes'], 1)} GPUs per node"))
+        if dp_attention and (dp > tp or tp % dp):
+            problems.append(_problem(host, "sglang_worker_dp_size", dp,
+                                     f"with enable_dp_attention dp_size must divide tp_size {tp}",
+                                     f"write a dp_size that divides {tp} (usually equal to it)"))
+    for (mode, group), members in groups.items():
+        first = members[0]
+        for worker in members[1:]:
+            for key in ("port", "bootstrap_port"):
+                if worker[key] != first[key]:
+                    problems.append(_problem(worker["host"], f"sglang_pd_{mode}_port" if key == "port" else "sglang_pd_bootstrap_port",
+                                             worker[key], f"the hosts of multi-node worker {group} must agree ({first['host']} has {first[key]})",
+                                             f"set the same value on every host of sglang_pd_worker_group {group}"))
+            if (worker["gpus"] and len(worker["gpus"])) != (first["gpus"] and len(first["gpus"])):
+                problems.append(_problem(worker["host"], f"sglang_pd_{mode}_workers", worker["gpus"],
+                                         f"the hosts of multi-node worker {group} must give it as many GPUs ({first['host']}: {first['gpus'] or 'all'})",
+                                         "give every host of the group the same number of GPUs"))
+    return merge_problems(problems)
+
+
+# --------------------------------------------------------------------------- InfiniBand
+
+def _ib_name_problems(names):
+    return [n for n in names if not isinstance(n, str) or not IB_NAME_RE.match(n)]
+
+
+def pd_check_ib_devices(model):
+    """InfiniBand device names are well formed; per-GPU maps name GPUs the worker has."""
+    problems = []
+    for worker in model["workers"]:
+        host, mode = worker["host"], worker["mode"]
+        role_vars = model["hosts"][host]["role_vars"]["sglang_worker"]
+        value = worker.get("ib_device") or role_vars.get("sglang_worker_ib_device")
+        variable = f"ib_device in sglang_pd_{mode}_workers" if worker.get("ib_device") else "sglang_worker_ib_device"
+        if value in (None, "", [], {}) or value == UNRESOLVED:
+            continue
+        fix = ('write a list of device names such as [mlx5_ib0, mlx5_ib1], or a map of GPU id to devices such as '
+               '{0: [mlx5_ib0], 1: [mlx5_ib1]}')
+        if isinstance(value, str) and value.strip().startswith("{"):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                problems.append(_problem(host, variable, value, "not valid JSON", fix))
+                continue
+        if isinstance(value, str):
+            if value.startswith("/"):
+                if not value.endswith(".json"):
+                    problems.append(_problem(host, variable, value, "a path must name a JSON file of the per-GPU map", fix))
+                continue
+            bad = _ib_name_problems([v.strip() for v in value.split(",")])
+            if bad:
+                problems.append(_problem(host, variable, value, f"{', '.join(_show(b) for b in bad)} is not a device name", fix))
+        elif isinstance(value, (list, tuple)):
+            bad = _ib_name_problems(list(value))
+            if bad:
+                problems.append(_problem(host, variable, value, f"{', '.join(_show(b) for b in bad)} is not a device name", fix))
+        elif isinstance(value, Mapping):
+            isolation = role_vars.get("sglang_worker_gpu_isolation")
+            gpus = worker["gpus"]
+            if gpus and isolation == "base_gpu_id":
+                valid = set(gpus)
+            else:
+                valid = set(range(len(gpus) if gpus else worker["gpus_per_host"]))
+            for gpu, devices in value.items():
+                if not str(gpu).isdigit() or int(gpu) not in valid:
+                    problems.append(_problem(host, variable, value, f"GPU {_show(gpu)} is not one of the worker's GPUs {sorted(valid)} "
+                                             "(keys are GPU ids as the worker sees them)", fix))
+                    break
+                names = devices if isinstance(devices, (list, tuple)) else str(devices).split(",")
+                bad = _ib_name_problems([n.strip() if isinstance(n, str) else n for n in names])
+                if bad:
+                    problems.append(_problem(host, variable, value, f"{', '.join(_show(b) for b in bad)} is not a device name", fix))
+                    break
+        else:
+            problems.append(_problem(host, variable, value, "neither a list, a map nor a string", fix))
+    return merge_problems(problems)
+
+
+# --------------------------------------------------------------------------- flags
+
+def load_allowlist(version):
+    """The flag table of one SGLang version shipped in the collection, or None."""
+    name = ALLOWLIST_MODULE.format(str(version).replace(".", "_"))
+    try:
+        return importlib.import_module(name).FLAGS
+    except ImportError:
+        return None
+
+
+def _extra_flags(extra):
+    table = {}
+    if isinstance(extra, Mapping):
+        items = extra.items()
+    else:
+        items = ((flag, "any") for flag in (extra or []))
+    for flag, kind in items:
+        flag = str(flag)
+        if not flag.startswith("--"):
+            flag = "--" + flag.replace("_", "-")
+        table[flag] = (flag[2:].replace("-", "_"), kind if kind in ("switch", "value", "list", "optional") else "any", None, None)
+    return table
+
+
+def check_argv(argv, origins, flags, start=3):
+    """Problems of one SGLang command line against a flag table: [(origin, flag, value, problem, fix)]."""
+    problems = []
+    seen = {}
+    index = start
+    while index < len(argv):
+        token, origin = str(argv[index]), origins[index] if index < len(origins) else ""
+        index += 1
+        if not token.startswith("--"):
+            problems.append((origin, token, token, "a value without a flag", "put it after the flag it belongs to"))
+            continue
+        flag, _, inline = token.partition("=")
+        values = [inline] if inline else []
+        entry = flags.get(flag)
+        if entry is None:
+            candidates = sorted(flags)
+            prefixed = [f for f in candidates if f.startswith(flag)]
+            close = difflib.get_close_matches(flag, candidates, n=1)
+            if prefixed:
+                hint = f"write the whole flag {prefixed[0]}" + (" (argparse prefix matching is not used here)" if len(prefixed) >= 1 else "")
+            elif close:
+                hint = f"did you mean {close[0]}?"
+            else:
+                hint = "remove it, or add it to sglang_pd_sglang_extra_flags if your SGLang build has it"
+            problems.append((origin, flag, None, "this SGLang version has no such flag", hint))
+            while index < len(argv) and not str(argv[index]).startswith("--"):
+                index += 1
+            continue
+        dest, kind, choices, replacement = entry
+        if kind != "switch" or inline:
+            while index < len(argv) and not str(argv[index]).startswith("--") and (kind in ("list", "any") or not values):
+                values.append(str(argv[index]))
+                index += 1
+        if kind == "switch" and index < len(argv) and not str(argv[index]).startswith("--"):
+            stray = str(argv[index])
+            index += 1
+            fix = "write a YAML boolean (true to set the switch, false to leave it out)"
+            if stray.lower() in STRING_BOOLEANS:
+                fix = f"write {dest}: {'true' if stray.lower() in ('true', 'yes', 'on', '1', 'y') else 'false'} (unquoted)"
+            problems.append((origin, flag, stray, "this flag is a switch and takes no value (a string was given)", fix))
+        elif kind == "value" and len(values) != 1:
+            problems.append((origin, flag, None, "this flag needs one value", "give it a value"))
+        elif kind == "list" and not values:
+            problems.append((origin, flag, None, "this flag needs at least one value", "give it one value or a list"))
+        if choices:
+            allowed = [str(c) for c in choices]
+            for value in values:
+                if value not in allowed:
+                    close = difflib.get_close_matches(value, allowed, n=1)
+                    hint = f" (did you mean {close[0]}?)" if close else ""
+                    problems.append((origin, flag, value, f"not a valid choice", f"write one of {', '.join(allowed)}{hint}"))
+        if replacement is not None:
+            instead = f"use {replacement}" if replacement else "remove it (it is ignored)"
+            problems.append((origin, flag, values[0] if values else None, "this flag is deprecated in this SGLang version", instead))
+        if dest in seen and dest not in ("", None):
+            first_flag, first_origin = seen[dest]
+            problems.append((origin, flag, values[0] if values else None,
+                             f"{first_flag} is already given by {first_origin}",
+                             "set each option in one place only"))
+        else:
+            seen[dest] = (flag, origin)
+    return problems
+
+
+def pd_check_flags(model, hostvars):
+    """Every worker flag exists in the pinned SGLang version, with a valid value."""
+    problems = []
+    tables = {}
+    for worker in model["workers"]:
+        host, mode = worker["host"], worker["mode"]
+        one = hostvars[host]
+        version = str(_get(one, "sglang_pd_sglang_version", problems, host, DEFAULT_SGLANG_VERSION) or DEFAULT_SGLANG_VERSION)
+        if version not in tables:
+            tables[version] = load_allowlist(version)
+        table = tables[version]
+        if table is None:
+            problems.append(_problem(host, "sglang_pd_sglang_version", version, "the collection ships no flag list for this version",
+                                     f"run scripts/gen_sglang_allowlist.py --version {version} and ship the result, "
+                                     f"or write a shipped version such as {DEFAULT_SGLANG_VERSION}"))
+            continue
+        extra = _get(one, "sglang_pd_sglang_extra_flags", problems, host) or []
+        flags = dict(table)
+        flags.update(_extra_flags(extra))
+        launch = worker["launch"]
+        for key in launch["options"]:
+            if key in FIXED_WORKER_OPTIONS:
+                origin = _origin_of(launch, key)
+                problems.append(_problem(host, origin, {key: launch["options"][key]},
+                                         f"{key} is set by the collection from the inventory",
+                                         f"remove it and set {FIXED_WORKER_OPTIONS[key]}"))
+        if mode == "prefill" and launch["options"].get("disaggregation_transfer_backend") == "fake":
+            problems.append(_problem(host, _origin_of(launch, "disaggregation_transfer_backend"), "fake",
+                                     "SGLang refuses the fake transfer backend on prefill servers",
+                                     "write mooncake (default), nixl, mori or mooncake_tcp"))
+        for origin, flag, value, problem, fix in check_argv(launch["argv"], launch["origins"], flags):
+            text = f"{flag}" + (f" {value}" if value not in (None, "") else "")
+            problems.append((host, f"{origin or 'command line'}: {text}: {problem} in SGLang {version}; {fix} "
+                                   f"({mode} worker {worker['name']})"))
+    return merge_problems(problems)
+
+
+def _origin_of(launch, key):
+    flag = "--" + key.replace("_", "-")
+    for token, origin in zip(launch["argv"], launch["origins"]):
+        if token == flag:
+            return origin
+    return "sglang_worker_options"
+
+
+# --------------------------------------------------------------------------- router
+
+def pd_check_router(model):
+    """Router options are valid, API keys are given safely, and it sees every worker."""
+    problems = []
+    prefills = {w["url"]: w for w in model["workers"] if w["mode"] == "prefill" and w["serves_http"]}
+    decodes = {w["url"]: w for w in model["workers"] if w["mode"] == "decode" and w["serves_http"]}
+    for worker in prefills.values():
+        argv = worker["launch"]["argv"]
+        given = [argv[i + 1] for i, t in enumerate(argv[:-1]) if t == "--disaggregation-bootstrap-port"]
+        if given != [str(worker["bootstrap_port"])]:
+            problems.append(_problem(worker["host"], "sglang_worker_extra_args", given,
+                                     f"prefill worker {worker['name']} would listen for bootstrap on {given}, "
+                                     f"but the router is told {worker['bootstrap_port']}",
+                                     "set bootstrap ports only with sglang_pd_bootstrap_port or bootstrap_port in sglang_pd_prefill_workers"))
+    for router in model["routers"]:
+        host, role_vars, launch = router["host"], router["role_vars"], router["launch"]
+        for name, allowed in (("sglang_router_policy", ROUTER_POLICIES), ("sglang_router_prefill_policy", ROUTER_PREFILL_POLICIES),
+                              ("sglang_router_decode_policy", ROUTER_POLICIES)):
+            value = role_vars.get(name)
+            if value not in (None, "") and value not in allowed:
+                close = difflib.get_close_matches(str(value), allowed, n=1)
+                problems.append(_problem(host, name, value, "not a router policy",
+                                         f"write one of {', '.join(allowed)}" + (f" (did you mean {close[0]}?)" if close else "")))
+        prometheus = launch["options"].get("prometheus_host")
+        if prometheus not in (None, ""):
+            try:
+                ipaddress.ip_address(str(prometheus))
+            except ValueError:
+                problems.append(_problem(host, "sglang_router_prometheus_host", prometheus, "not an IP address",
+                                         "write the address the metrics listen on (default: the host's service address)"))
+        options = role_vars.get("sglang_router_options") or {}
+        for key in ("api_key", "control_plane_api_keys"):
+            if key in options:
+                problems.append(_problem(host, "sglang_router_options", {key: REDACTED},
+                                         "an API key given as an option ends up in the launch script and in logs",
+                                         f"write sglang_router_{key} instead (kept in a mode 0600 env file, never logged)"))
+        for token in role_vars.get("sglang_router_extra_args") or []:
+            if str(token).split("=")[0] in ("--api-key", "--control-plane-api-keys"):
+                problems.append(_problem(host, "sglang_router_extra_args", REDACTED,
+                                         "an API key on the command line ends up in the launch script and in logs",
+                                         "write sglang_router_api_key / sglang_router_control_plane_api_keys instead"))
+        keys = role_vars.get("sglang_router_control_plane_api_keys") or []
+        if not isinstance(keys, list):
+            keys = [keys]
+        for index, key in enumerate(keys):
+            shown = {k: (REDACTED if k == "key" else v) for k, v in key.items()} if isinstance(key, Mapping) else REDACTED
+            if not isinstance(key, Mapping) or not all(str(key.get(k, "")).strip() for k in ("id", "name", "role", "key")):
+                problems.append(_problem(host, f"sglang_router_control_plane_api_keys[{index}]", shown,
+                                         "each key needs id, name, role and key",
+                                         "write {id: ops, name: Operations, role: admin, key: \"{{ vault_router_admin_key }}\"}"))
+            elif key["role"] not in ("admin", "user"):
+                problems.append(_problem(host, f"sglang_router_control_plane_api_keys[{index}].role", key["role"],
+                                         "not a control-plane role", "write admin or user"))
+            elif any(":" in str(key[k]) for k in ("id", "name", "role", "key")):
+                problems.append(_problem(host, f"sglang_router_control_plane_api_keys[{index}]", shown,
+                                         "the router splits id:name:role:key on colons", "remove the colons"))
+        argv = launch["argv"]
+        told = {}
+        for i, token in enumerate(argv):
+            if token == "--prefill" and i + 2 < len(argv):
+                told[argv[i + 1]] = argv[i + 2]
+        listed_decodes = {argv[i + 1] for i, t in enumerate(argv[:-1]) if t == "--decode"}
+        for url, worker in prefills.items():
+            if told.get(url) != str(worker["bootstrap_port"]):
+                problems.append(_problem(host, "router --prefill", told.get(url), f"the router is not told prefill {url} "
+                                         f"with its bootstrap port {worker['bootstrap_port']}", "report this as a bug"))
+        if set(decodes) != listed_decodes:
+            problems.append(_problem(host, "router --decode", sorted(listed_decodes), f"the router must list the decode workers {sorted(decodes)}",
+                                     "report this as a bug"))
+    return merge_problems(problems)
+
+
+class FilterModule:
+    """PD preflight filters."""
+
+    def filters(self):
+        return {
+            "pd_model": pd_model,
+            "pd_role_vars": pd_role_vars,
+            "pd_check_build": pd_check_build,
+            "pd_check_groups": pd_check_groups,
+            "pd_check_variables": pd_check_variables,
+            "pd_check_worker_specs": pd_check_worker_specs,
+            "pd_check_names": pd_check_names,
+            "pd_check_image": pd_check_image,
+            "pd_check_addresses": pd_check_addresses,
+            "pd_check_ports": pd_check_ports,
+            "pd_check_gpus": pd_check_gpus,
+            "pd_check_ib_devices": pd_check_ib_devices,
+            "pd_check_flags": pd_check_flags,
+            "pd_check_router": pd_check_router,
+        }
