@@ -4,7 +4,7 @@ VENV ?= $(CURDIR)/.venv
 export PATH := $(VENV)/bin:$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
-.PHONY: demo demo-down test setup lint unit sanity molecule bench clean
+.PHONY: demo demo-down test setup lint build unit sanity molecule bench clean
 
 setup:
 	bash scripts/setup/all.sh
@@ -17,11 +17,17 @@ demo: setup
 demo-down:
 	ansible-playbook tests/fleet/down.yml -i inventories/local
 
-test: setup lint unit sanity molecule
+test: setup lint build unit sanity molecule
 
 lint:
 	yamllint -s .
 	ansible-lint --profile production
+	@for m in plugins/modules/*.py; do \
+	  ansible-doc mindverse.sglang_pd.$$(basename $$m .py) >/dev/null || exit 1; done
+	@echo "ansible-doc renders every module"
+
+build:
+	ansible-galaxy collection build --force --output-path .cache/dist
 
 unit:
 	python -m pytest tests/unit tests/integration -q -p no:cacheprovider

@@ -48,6 +48,16 @@ _SIMPLE_TEMPLATE = re.compile(r"\{\{\s*([A-Za-z_]\w*)\s*(?:\|\s*(?:ansible\.buil
 
 # --------------------------------------------------------------------------- helpers
 
+def suggest(value, candidates):
+    """' (did you mean X?)' for the closest candidates, or ''."""
+    value = str(value)
+    candidates = [str(c) for c in candidates]
+    close = sorted(c for c in candidates if c.startswith(value) and c != value)[:2]
+    if not close:
+        close = difflib.get_close_matches(value, candidates, n=1, cutoff=0.5)
+    return f" (did you mean {' or '.join(close)}?)" if close else ""
+
+
 def _show(value):
     """A value as the user would write it in YAML/JSON."""
     if isinstance(value, str):
@@ -294,9 +304,7 @@ def _fix_for_type(name, spec, value):
         return (f"write {name}: {literal} (a YAML boolean, unquoted); on the command line use JSON: "
                 f"-e '{{\"{name}\": {literal}}}'")
     if spec.get("choices"):
-        close = difflib.get_close_matches(str(value), [str(c) for c in spec["choices"]], n=1)
-        hint = f" (did you mean {close[0]}?)" if close else ""
-        return f"write one of {', '.join(str(c) for c in spec['choices'])}{hint}"
+        return f"write one of {', '.join(str(c) for c in spec['choices'])}{suggest(value, spec['choices'])}"
     return f"write a value of type {kind}"
 
 
@@ -674,12 +682,14 @@ def pd_check_gpus(model, hostvars):
         given = len(ids) * worker["nnodes"]
         if world != given:
             formula = f"tp_size {tp} x pp_size {pp}" + ("" if dp_attention else f" x dp_size {dp}")
+            gets = f"{len(ids)} GPUs" + (f" ({', '.join(str(g) for g in ids)})" if gpus else f" (all of the host's, sglang_pd_gpus_per_host {per_host})")
+            if worker["nnodes"] > 1:
+                gets += f" on each of {worker['nnodes']} nodes = {given}"
             problems.append(_problem(
-                host, "sglang_worker_tp_size", tp,
-                f"the {mode} worker {worker['name']} needs {formula} = {world} GPUs but gets {len(ids)}"
-                + (f" x {worker['nnodes']} nodes" if worker["nnodes"] > 1 else "") + f" = {given}",
-                f"set sglang_worker_tp_size (or dp_size/pp_size, per mode in sglang_worker_{mode}_options or per worker in args) "
-                f"so the product is {given}, or give the worker {world // max(worker['nnodes'], 1)} GPUs per node"))
+                host, _origin_of(worker["launch"], "tp_size"), tp,
+                f"the {mode} worker {worker['name']} needs {formula} = {world} GPUs but gets {gets}",
+                f"set tp_size (or dp_size / pp_size) so the product is {given}, or give the worker "
+                f"{world // max(worker['nnodes'], 1)} GPUs per node with gpus in sglang_pd_{mode}_workers"))
         if dp_attention and (dp > tp or tp % dp):
             problems.append(_problem(host, "sglang_worker_dp_size", dp,
                                      f"with enable_dp_attention dp_size must divide tp_size {tp}",
@@ -801,7 +811,7 @@ def check_argv(argv, origins, flags, start=3):
             prefixed = [f for f in candidates if f.startswith(flag)]
             close = difflib.get_close_matches(flag, candidates, n=1)
             if prefixed:
-                hint = f"write the whole flag {prefixed[0]}" + (" (argparse prefix matching is not used here)" if len(prefixed) >= 1 else "")
+                hint = f"write the whole flag {' or '.join(prefixed[:3])} (abbreviations are refused: they break when SGLang adds a flag)"
             elif close:
                 hint = f"did you mean {close[0]}?"
             else:
@@ -830,9 +840,7 @@ def check_argv(argv, origins, flags, start=3):
             allowed = [str(c) for c in choices]
             for value in values:
                 if value not in allowed:
-                    close = difflib.get_close_matches(value, allowed, n=1)
-                    hint = f" (did you mean {close[0]}?)" if close else ""
-                    problems.append((origin, flag, value, f"not a valid choice", f"write one of {', '.join(allowed)}{hint}"))
+                    problems.append((origin, flag, value, "not a valid choice", f"write one of {', '.join(allowed)}{suggest(value, allowed)}"))
         if replacement is not None:
             instead = f"use {replacement}" if replacement else "remove it (it is ignored)"
             problems.append((origin, flag, values[0] if values else None, "this flag is deprecated in this SGLang version", instead))
@@ -912,9 +920,8 @@ def pd_check_router(model):
                               ("sglang_router_decode_policy", ROUTER_POLICIES)):
             value = role_vars.get(name)
             if value not in (None, "") and value not in allowed:
-                close = difflib.get_close_matches(str(value), allowed, n=1)
                 problems.append(_problem(host, name, value, "not a router policy",
-                                         f"write one of {', '.join(allowed)}" + (f" (did you mean {close[0]}?)" if close else "")))
+                                         f"write one of {', '.join(allowed)}{suggest(value, allowed)}"))
         prometheus = launch["options"].get("prometheus_host")
         if prometheus not in (None, ""):
             try:

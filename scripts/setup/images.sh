@@ -47,12 +47,18 @@ build_push() {
 log "building and pushing $REPO_NAME:v1 and :v2"
 digest=$(build_push v1 1)
 digest_v2=$(build_push v2 2)
+engine_so=$SITE/mooncake/engine.cpython-310-x86_64-linux-gnu.so
+docker build -q --build-arg SOURCE="$REPO_NAME:v1" --build-arg ENGINE="$engine_so" \
+  -t "$REPO_NAME:tampered" "$REPO/tests/images/tampered" >"$CACHE/image-build.log" 2>&1 \
+  || { tail -n 30 "$CACHE/image-build.log" >&2; exit 1; }
+docker push -q "$REPO_NAME:tampered" >/dev/null
+digest_tampered=$(docker image inspect --format '{{range .RepoDigests}}{{println .}}{{end}}' "$REPO_NAME:tampered" \
+  | grep "^$REPO_NAME@" | head -n1 | cut -d@ -f2)
 
 md5_in() {  # md5 of a file inside an image, read at set-up (the roles use image_artifacts)
   docker run --rm --entrypoint md5sum "$REPO_NAME@$digest" "$1" | cut -d' ' -f1
 }
 router_so=$SITE/sglang_router/sglang_router_rs.abi3.so
-engine_so=$SITE/mooncake/engine.cpython-310-x86_64-linux-gnu.so
 mkdir -p "$(dirname "$GENERATED")"
 umask 077
 cat > "$GENERATED" <<YAML
@@ -65,6 +71,7 @@ sglang_pd_registry_ca_file: "$CACHE/registry/ca.crt"
 sglang_pd_image_repository: "$REPO_NAME"
 sglang_pd_image_digest: "$digest"
 sglang_pd_image_digest_next: "$digest_v2"
+sglang_pd_image_digest_tampered: "$digest_tampered"
 sglang_pd_python_site_packages: "$SITE"
 fleet_node_image: "$NODE"
 sglang_pd_image_artifacts:

@@ -18,7 +18,7 @@ if ! image_exists "$NODE"; then
 fi
 docker tag "$NODE" sglang-pd-test/node:latest
 
-# Wheelhouse for the test image: pinned router wheels and the stand-in, built once.
+# Build context of the test image: pinned router wheels (downloaded once) and the stand-in.
 ctx=$CACHE/images/sglang
 mkdir -p "$ctx/wheels"
 cp "$REPO/tests/images/sglang/"{Dockerfile,requirements.txt,make_engine_fixture.py} "$ctx/"
@@ -26,8 +26,8 @@ if ! ls "$ctx/wheels"/sglang_router-*.whl >/dev/null 2>&1; then
   log "downloading the pinned router wheels"
   pip download -q --only-binary=:all: -d "$ctx/wheels" -r "$ctx/requirements.txt"
 fi
-rm -f "$ctx/wheels"/sglang_standin-*.whl
-pip wheel -q --no-deps -w "$ctx/wheels" "$REPO/tests/standin" >/dev/null
+rm -rf "$ctx/standin" && mkdir -p "$ctx/standin"
+(cd "$REPO/tests/standin" && tar -c --exclude=__pycache__ sglang) | tar -x -C "$ctx/standin"
 
 login() {
   docker login -u sglang --password-stdin "$ADDR" < "$CACHE/registry/password" >/dev/null

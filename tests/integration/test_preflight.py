@@ -1,0 +1,304 @@
+# Copyright: mindverse
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""site.yml refuses bad inventories in its preflight, before any host is contacted.
+
+Each case writes a small inventory into tmp_path and runs the real site.yml through
+ansible-runner. The hosts point at TEST-NET addresses over ssh (nothing answers there),
+so contacting one would show as an unreachable host. Each case asserts that the run
+failed, that the message names the host, the variable, the value and the fix, and that
+every task that ran, ran on localhost (the controller) in the preflight play.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import sys
+
+import pytest
+import yaml
+
+ansible_runner = pytest.importorskip('ansible_runner')
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
+VENV_BIN = os.path.dirname(sys.executable)
+PREFLIGHT_PLAY = 'Validate the inventory before anything changes'
+DIGEST = 'sha256:' + '5e' * 32
+TASK_EVENTS = ('runner_on_ok', 'runner_on_failed', 'runner_on_skipped', 'runner_on_unreachable',
+               'runner_item_on_ok', 'runner_item_on_failed')
+
+
+def host(address, **extra):
+    values = {
+        'ansible_connection': 'ssh',
+        # TEST-NET-1: nothing answers; a contact attempt would be reported unreachable.
+        'ansible_host': '192.0.2.' + address.rsplit('.', 1)[1],
+        'ansible_ssh_common_args': '-o ConnectTimeout=2 -o BatchMode=yes',
+        'sglang_pd_service_address': address,
+    }
+    values.update(extra)
+    return values
+
+
+def base():
+    """A valid production-shaped inventory: 1 prefill, 2 decode, the router on a decode node."""
+    return {
+        'all': {
+            'vars': {
+                'sglang_pd_image_repository': 'registry.example.com/mindverse/sglang',
+                'sglang_pd_image_digest': DIGEST,
+                'sglang_pd_model_path': '/models/glm-5.2-fp8',
+                'sglang_pd_served_model_name': 'glm-5.2-fp8',
+                'sglang_pd_cluster_cidr': '10.0.0.0/16',
+            },
+            'children': {
+                'sglang_pd': {
+                    'children': {
+                        'sglang_router': {'hosts': {'d0': None}},
+                        'sglang_prefill': {'hosts': {'p0': host('10.0.0.10')}},
+                        'sglang_decode': {'hosts': {'d0': host('10.0.0.11'), 'd1': host('10.0.0.12')}},
+                    },
+                },
+            },
+        },
+    }
+
+
+class Run:
+    def __init__(self, runner):
+        self.rc = runner.rc
+        self.stdout = runner.stdout.read()
+        self.events = list(runner.events)
+
+    def task_events(self):
+        return [e for e in self.events if e['event'] in TASK_EVENTS]
+
+    def count(self, task):
+        return len([e for e in self.events if e['event'] == 'runner_on_ok' and e['event_data'].get('task') == task])
+
+
+def run(tmp_path, inventory, extravars=None, cmdline=None, playbook='site.yml'):
+    private = tmp_path / ('runner-%d' % len(list(tmp_path.glob('runner-*'))))
+    private.mkdir()
+    path = tmp_path / ('hosts-%d.yml' % len(list(tmp_path.glob('hosts-*.yml'))))
+    path.write_text(yaml.safe_dump(inventory, sort_keys=False))
+    runner = ansible_runner.run(
+        private_data_dir=str(private),
+        project_dir=REPO,
+        playbook=os.path.join(REPO, playbook),
+        inventory=str(path),
+        extravars=extravars or {},
+        cmdline=cmdline,
+        envvars={
+            'ANSIBLE_CONFIG': os.path.join(REPO, 'ansible.cfg'),
+            'ANSIBLE_COLLECTIONS_PATH': os.path.join(REPO, '.cache', 'collections'),
+            'ANSIBLE_LOCALHOST_WARNING': 'false',
+            'ANSIBLE_NOCOLOR': 'true',
+            'ANSIBLE_HOST_KEY_CHECKING': 'false',
+            'PATH': VENV_BIN + os.pathsep + os.environ.get('PATH', ''),
+        },
+        quiet=True,
+    )
+    return Run(runner)
+
+
+def hosts_of(inventory, group):
+    return inventory['all']['children']['sglang_pd']['children'][group]['hosts']
+
+
+def set_host(name, **values):
+    def change(inventory):
+        for group in ('sglang_prefill', 'sglang_decode', 'sglang_router'):
+            found = hosts_of(inventory, group)
+            if name in found and found[name]:
+                found[name].update(values)
+                return
+    return change
+
+
+def set_all(**values):
+    def change(inventory):
+        inventory['all']['vars'].update(values)
+    return change
+
+
+def empty_group(group):
+    def change(inventory):
+        inventory['all']['children']['sglang_pd']['children'][group]['hosts'] = {}
+    return change
+
+
+def assert_refused_before_any_host(result, fragments):
+    assert result.rc != 0, result.stdout
+    text = ' '.join(result.stdout.split())
+    for fragment in fragments:
+        assert ' '.join(fragment.split()) in text, f'{fragment!r} not in output:\n{result.stdout}'
+    events = result.task_events()
+    assert events, result.stdout
+    assert not [e for e in events if e['event'] == 'runner_on_unreachable'], 'a host was contacted'
+    for event in events:
+        data = event['event_data']
+        assert data['host'] == 'localhost', f"task {data.get('task')!r} ran on {data['host']}"
+        assert data['play'] == PREFLIGHT_PLAY, f"task {data.get('task')!r} of play {data['play']!r} ran"
+    failed = [e for e in events if e['event'] == 'runner_on_failed']
+    assert len(failed) == 1
+    assert failed[0]['event_data']['task'].startswith('Assert')
+
+
+# (id, change of the valid inventory, extra vars, fragments the message must contain)
+CASES = [
+    ('empty-decode-group', empty_group('sglang_decode'), None,
+     ['group sglang_decode is empty', 'add at least one host to sglang_decode']),
+    ('digest-prefix', set_all(sglang_pd_image_digest='sha256:2d7471420f60'), None,
+     ['sglang_pd_image_digest = "sha256:2d7471420f60"', 'pinned by its full digest', 'all 64 hex characters']),
+    ('repository-with-digest', set_all(sglang_pd_image_repository='registry.example.com/sglang@' + DIGEST), None,
+     ['sglang_pd_image_repository', 'without a digest', 'digest in sglang_pd_image_digest']),
+    ('md5-prefix', set_all(sglang_pd_image_artifacts=[{'path': '/opt/venv/x.so', 'md5': '84946bbb'}]), None,
+     ['sglang_pd_image_artifacts[0].md5 = "84946bbb"', 'not a whole md5', 'all 32 lowercase hex characters (md5sum /opt/venv/x.so)']),
+    ('md5-var-prefix', set_all(unified_image_mooncake_engine_md5='0e1b8fdd'), None,
+     ['unified_image_mooncake_engine_md5 = "0e1b8fdd"', 'not a whole md5']),
+    ('string-boolean-inventory', set_all(sglang_worker_trust_remote_code='false'), None,
+     ['sglang_worker_trust_remote_code = "false": a string, not a boolean',
+      'write sglang_worker_trust_remote_code: false (a YAML boolean, unquoted)']),
+    ('string-boolean-extra-vars', None, {'sglang_worker_enable_dp_attention': 'true'},
+     ['sglang_worker_enable_dp_attention = "true": a string, not a boolean',
+      '''-e '{"sglang_worker_enable_dp_attention": true}\'''']),
+    ('removed-variable', set_all(sglang_worker_env={'SGLANG_USE_AITER': '1'}), None,
+     ['sglang_worker_env = {"SGLANG_USE_AITER": "1"}: this variable was removed or renamed',
+      'write sglang_worker_rocm_env, sglang_worker_nccl_env']),
+    ('unknown-role-variable', set_host('p0', sglang_worker_tensor_parallel_size=8), None,
+     ['p0: sglang_worker_tensor_parallel_size = 8: no role of this collection reads this variable',
+      'did you mean sglang_worker_tp_size?']),
+    ('kv-cache-fp8-variable', set_all(sglang_worker_kv_cache_dtype='fp8'), None,
+     ['sglang_worker_kv_cache_dtype = "fp8": not one of auto, fp8_e5m2, fp8_e4m3',
+      'did you mean fp8_e5m2 or fp8_e4m3?']),
+    ('kv-cache-fp8-option', set_host('d1', sglang_worker_decode_options={'kv_cache_dtype': 'fp8'}), None,
+     ['d1: sglang_worker_decode_options: --kv-cache-dtype fp8: not a valid choice in SGLang 0.5.14',
+      'did you mean fp8_e4m3 or fp8_e5m2?']),
+    ('unknown-flag', set_all(sglang_worker_options={'tensor_paralel_size': 8}), None,
+     ['sglang_worker_options: --tensor-paralel-size 8: this SGLang version has no such flag',
+      'did you mean --tensor-parallel-size?']),
+    ('abbreviated-flag', set_all(sglang_worker_extra_args=['--tp', '8']), None,
+     ['sglang_worker_extra_args: --tp 8: this SGLang version has no such flag', 'write the whole flag --tp-size']),
+    ('switch-given-a-string', set_all(sglang_worker_options={'enable_metrics': 'yes'}), None,
+     ['--enable-metrics yes: this flag is a switch and takes no value', 'write enable_metrics: true (unquoted)']),
+    ('deprecated-flag', set_all(sglang_worker_extra_args=['--stream-output']), None,
+     ['--stream-output: this flag is deprecated in this SGLang version', 'use --incremental-streaming-output']),
+    ('fixed-option-port', set_host('d1', sglang_worker_options={'port': 31000}), None,
+     ['d1: sglang_worker_options = {"port": 31000}: port is set by the collection from the inventory',
+      'set sglang_pd_<mode>_port, or port in sglang_pd_<mode>_workers']),
+    ('bootstrap-in-extra-args', set_host('p0', sglang_worker_prefill_extra_args=['--disaggregation-bootstrap-port', '9000']), None,
+     ['--disaggregation-bootstrap-port 9000', 'is already given by sglang_pd_bootstrap_port']),
+    ('router-port-collision', set_host('d0', sglang_pd_decode_port=30000), None,
+     ['d0: sglang_router_port = 30000: port 30000 on 10.0.0.11 is used by the router and by decode worker sglang-decode on d0']),
+    ('two-workers-one-port', set_host('d1', sglang_pd_decode_workers=[{'port': 30200, 'gpus': [0, 1, 2, 3]},
+                                                                      {'port': 30200, 'gpus': [4, 5, 6, 7]}]),
+     {'sglang_worker_tp_size': 4},
+     ['port 30200 on 10.0.0.12 is used by decode worker sglang-decode-1 and by decode worker sglang-decode on d1']),
+    ('bootstrap-collision', set_host('p0', sglang_pd_prefill_workers=[{'gpus': '0-3', 'bootstrap_port': 9000},
+                                                                      {'gpus': '4-7', 'bootstrap_port': 9000}]),
+     {'sglang_worker_tp_size': 4},
+     ['port 9000 on 10.0.0.10 is used by bootstrap server of sglang-prefill-1 and by bootstrap server of sglang-prefill']),
+    ('decode-bootstrap-port', set_host('d1', sglang_pd_decode_workers=[{'bootstrap_port': 9000}]), None,
+     ['d1: sglang_pd_decode_workers[0].bootstrap_port = 9000: the bootstrap server runs on prefill servers only']),
+    ('worker-key-typo', set_host('d1', sglang_pd_decode_workers=[{'gpu': [0, 1, 2, 3, 4, 5, 6, 7]}]), None,
+     ['d1: sglang_pd_decode_workers[0].gpu = [0, 1, 2, 3, 4, 5, 6, 7]: not a worker key', 'did you mean gpus?']),
+    ('port-out-of-range', set_host('p0', sglang_pd_prefill_port=70000), None,
+     ['p0: sglang_pd_prefill_port = 70000: outside 1-65535']),
+    ('tp-does-not-match-gpus', set_host('d1', sglang_pd_decode_workers=[{'gpus': '0,1,2,3'}]), None,
+     ['d1: sglang_worker_tp_size = 8: the decode worker sglang-decode needs tp_size 8 x pp_size 1 x dp_size 1 = 8 GPUs',
+      'but gets 4 GPUs (0, 1, 2, 3)', 'so the product is 4']),
+    ('gpu-given-twice', set_host('d1', sglang_pd_decode_workers=[{'gpus': [0, 1, 2, 3]}, {'gpus': [3, 4, 5, 6]}]),
+     {'sglang_worker_tp_size': 4},
+     ['d1: sglang_pd_decode_workers[1].gpus = [3, 4, 5, 6]: GPU 3 is also given to decode worker sglang-decode']),
+    ('gpu-beyond-host', set_host('d1', sglang_pd_decode_workers=[{'gpus': [8, 9, 10, 11]}]), {'sglang_worker_tp_size': 4},
+     ['GPU ids [8, 9, 10, 11] do not exist on a host with sglang_pd_gpus_per_host 8']),
+    ('gpus-malformed', set_host('d1', sglang_pd_decode_workers=[{'gpus': '0;1'}]), None,
+     ['d1: sglang_pd_decode_workers[0].gpus = "0;1": \'0;1\' is not a GPU id', 'write GPU ids as a list']),
+    ('base-gpu-id-not-consecutive', set_host('d1', sglang_pd_decode_workers=[{'gpus': [0, 2, 4, 6]}],
+                                             sglang_worker_gpu_isolation='base_gpu_id'), {'sglang_worker_tp_size': 4},
+     ['with sglang_worker_gpu_isolation base_gpu_id a worker needs consecutive GPUs']),
+    ('dp-attention-dp-too-large', set_all(sglang_worker_enable_dp_attention=True, sglang_worker_dp_size=16), None,
+     ['sglang_worker_dp_size = 16: with enable_dp_attention dp_size must divide tp_size 8']),
+    ('multi-node-needs-more-tp', set_all(sglang_pd_worker_group='decode-16'), None,
+     ['needs tp_size 8 x pp_size 1 x dp_size 1 = 8 GPUs but gets 8 GPUs (all of the host\'s, sglang_pd_gpus_per_host 8) '
+      'on each of 2 nodes = 16']),
+    ('multi-node-ports-disagree', lambda inv: (set_host('d0', sglang_pd_worker_group='g')(inv),
+                                               set_host('d1', sglang_pd_worker_group='g', sglang_pd_decode_port=30300)(inv)),
+     {'sglang_worker_tp_size': 16},
+     ['d1: sglang_pd_decode_port = 30300: the hosts of multi-node worker g must agree (d0 has 30200)']),
+    ('ib-device-space', set_all(sglang_worker_ib_device='mlx5_0 mlx5_1'), None,
+     ['sglang_worker_ib_device = "mlx5_0 mlx5_1": "mlx5_0 mlx5_1" is not a device name', 'write a list of device names']),
+    ('ib-map-unknown-gpu', set_host('p0', sglang_worker_ib_device={0: ['mlx5_ib0'], 9: ['mlx5_ib9']}), None,
+     ['p0: sglang_worker_ib_device', 'GPU 9 is not one of the worker\'s GPUs [0, 1, 2, 3, 4, 5, 6, 7]']),
+    ('loopback-address', set_host('p0', sglang_pd_service_address='127.0.0.1'), None,
+     ['p0: sglang_pd_service_address = "127.0.0.1": other nodes cannot reach a loopback or unspecified address']),
+    ('address-outside-cidr', set_host('d1', sglang_pd_service_address='192.168.7.12'), None,
+     ['d1: sglang_pd_service_address = "192.168.7.12": outside sglang_pd_cluster_cidr 10.0.0.0/16']),
+    ('unresolvable-name', set_host('d1', sglang_pd_service_address='no-such-node.invalid'), None,
+     ['d1: sglang_pd_service_address = "no-such-node.invalid": this name does not resolve on the controller']),
+    ('no-address-in-cidr', set_host('d1', sglang_pd_service_address=None, sglang_pd_addresses=['192.168.7.12/24']), None,
+     ['d1: sglang_pd_addresses', 'no address inside 10.0.0.0/16 in sglang_pd_addresses']),
+    ('router-policy-typo', set_host('d0', sglang_router_policy='cache-aware'), None,
+     ['d0: sglang_router_policy = "cache-aware": not one of cache_aware', 'did you mean cache_aware?']),
+    ('api-key-as-option', set_host('d0', sglang_router_options={'api_key': 'hunter2'}), None,
+     ['d0: sglang_router_options = {"api_key": "<redacted>"}: an API key given as an option ends up in the launch script',
+      'write sglang_router_api_key instead']),
+    ('control-plane-role', set_host('d0', sglang_router_control_plane_api_keys=[{'id': 'ops', 'name': 'Ops', 'role': 'root',
+                                                                                 'key': 'hunter2'}]), None,
+     ['d0: sglang_router_control_plane_api_keys[0].role = "root": not a control-plane role; write admin or user']),
+    ('fake-backend-on-prefill', set_host('p0', sglang_worker_transfer_backend='fake'), None,
+     ['p0: sglang_worker_transfer_backend = "fake": SGLang refuses the fake transfer backend on prefill servers']),
+    ('unknown-sglang-version', set_all(sglang_pd_sglang_version='0.4.0'), None,
+     ['sglang_pd_sglang_version = "0.4.0": the collection ships no flag list for this version',
+      'run scripts/gen_sglang_allowlist.py --version 0.4.0']),
+    ('duplicate-worker-name', set_host('d1', sglang_pd_decode_workers=[{'name': 'w', 'gpus': '0-3'}, {'name': 'w', 'gpus': '4-7'}]),
+     {'sglang_worker_tp_size': 4},
+     ['d1: name of decode worker 1 = "w": the decode worker 0 on this host already has this name']),
+]
+
+
+@pytest.mark.parametrize('change, extravars, fragments', [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_bad_inventory_is_refused_before_any_host(tmp_path, change, extravars, fragments):
+    inventory = copy.deepcopy(base())
+    if change:
+        change(inventory)
+    result = run(tmp_path, inventory, extravars)
+    assert_refused_before_any_host(result, fragments)
+
+
+def test_secrets_are_not_echoed(tmp_path):
+    inventory = copy.deepcopy(base())
+    set_host('d0', sglang_router_options={'api_key': 'hunter2'},
+             sglang_router_control_plane_api_keys=[{'id': 'ops', 'name': 'Ops', 'role': 'root', 'key': 'hunter2'}])(inventory)
+    result = run(tmp_path, inventory)
+    assert result.rc != 0
+    assert 'hunter2' not in result.stdout
+
+
+def test_valid_inventory_passes_and_is_checked_once_per_run(tmp_path):
+    # Only the always-tagged preflight runs: nothing else is selected, no host is contacted.
+    result = run(tmp_path, base(), cmdline='--tags sglang_pd_nothing_else')
+    assert result.rc == 0, result.stdout
+    assert result.count("Assert the router's options are valid and it is told every worker and bootstrap port") == 1
+    assert result.count('Remember that this run\'s inventory passed') == 1
+    assert not [e for e in result.task_events() if e['event'] == 'runner_on_unreachable']
+    # Besides the preflight on localhost only the roles' argument validation (an action
+    # on the controller, tagged always by Ansible) runs.
+    others = {e['event_data'].get('task_action') for e in result.task_events() if e['event_data']['host'] != 'localhost'}
+    assert others <= {'ansible.builtin.validate_argument_spec', 'validate_argument_spec'}, others
+
+
+def test_preflight_runs_under_limit(tmp_path):
+    inventory = copy.deepcopy(base())
+    set_host('p0', sglang_pd_prefill_port=70000)(inventory)
+    result = run(tmp_path, inventory, cmdline='--limit d1')
+    assert result.rc != 0
+    assert 'p0: sglang_pd_prefill_port = 70000: outside 1-65535' in ' '.join(result.stdout.split())
+    assert not [e for e in result.task_events() if e['event'] == 'runner_on_unreachable']
+    assert {e['event_data'].get('delegated_host', e['event_data']['host']) for e in result.task_events()
+            if e['event_data'].get('task', '').startswith('Assert')} <= {'localhost', 'd1'}
+
+
+def test_at_least_25_bad_inputs():
+    assert len(CASES) >= 25

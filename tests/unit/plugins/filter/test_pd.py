@@ -1,0 +1,360 @@
+# Copyright: mindverse
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Unit tests of the PD inventory and launch-command filters (plugins/filter/pd.py)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+import pytest
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.mindverse.sglang_pd.plugins.filter import pd
+
+WORKER_DEFAULTS = {
+    "sglang_worker_python": "python",
+    "sglang_worker_host": "0.0.0.0",
+    "sglang_worker_model_path": "/models/m",
+    "sglang_worker_served_model_name": "m",
+    "sglang_worker_tp_size": 8,
+    "sglang_worker_dp_size": 1,
+    "sglang_worker_ep_size": 1,
+    "sglang_worker_pp_size": 1,
+    "sglang_worker_enable_dp_attention": False,
+    "sglang_worker_page_size": None,
+    "sglang_worker_chunked_prefill_size": None,
+    "sglang_worker_mem_fraction_static": None,
+    "sglang_worker_kv_cache_dtype": "fp8_e4m3",
+    "sglang_worker_attention_backend": "aiter",
+    "sglang_worker_trust_remote_code": True,
+    "sglang_worker_transfer_backend": "mooncake",
+    "sglang_worker_ib_device": None,
+    "sglang_worker_gpu_isolation": "visible_devices",
+    "sglang_worker_cp_options": {},
+    "sglang_worker_options": {},
+    "sglang_worker_prefill_options": {},
+    "sglang_worker_decode_options": {},
+    "sglang_worker_extra_args": [],
+    "sglang_worker_rocm_env": {"SGLANG_USE_AITER": "1"},
+    "sglang_worker_nccl_env": {"NCCL_MIN_NCHANNELS": "112"},
+    "sglang_worker_mooncake_env": {"MC_DISABLE_HIP": "1"},
+    "sglang_worker_pd_env": {},
+    "sglang_worker_extra_env": {},
+}
+
+
+def rv(**overrides):
+    values = dict(WORKER_DEFAULTS)
+    values.update({"sglang_worker_" + k: v for k, v in overrides.items()})
+    return values
+
+
+def workers(hostvars, mode, ranks="serving"):
+    return pd.pd_workers(list(hostvars), hostvars, mode, ranks)
+
+
+# --------------------------------------------------------------------------- addresses
+
+@pytest.mark.parametrize("hostvars_one, expected", [
+    ({"sglang_pd_service_address": "10.0.0.4", "ansible_host": "1.2.3.4"}, "10.0.0.4"),
+    ({"sglang_pd_addresses": ["192.168.1.4/24", "10.0.3.7/16"], "sglang_pd_cluster_cidr": "10.0.0.0/16"}, "10.0.3.7"),
+    ({"sglang_pd_addresses": ["10.0.3.7", "10.0.3.8"]}, "10.0.3.7"),
+    ({"sglang_pd_addresses": {"eth0": ["172.16.0.5/16"], "ib0": ["10.9.0.5/16"]},
+      "sglang_pd_service_interface": "ib0"}, "10.9.0.5"),
+    ({"sglang_pd_addresses": {"eth0": ["172.16.0.5/16"], "ib0": ["10.9.0.5/16"]},
+      "sglang_pd_cluster_cidr": "172.16.0.0/12"}, "172.16.0.5"),
+    ({"ansible_host": "node-a.example"}, "node-a.example"),
+    ({}, "node-a"),
+])
+def test_service_address_comes_from_inventory(hostvars_one, expected):
+    assert pd.service_address(hostvars_one, "node-a") == expected
+
+
+@pytest.mark.parametrize("hostvars_one, problem", [
+    ({"sglang_pd_addresses": ["192.168.1.4"], "sglang_pd_cluster_cidr": "10.0.0.0/16"}, "no address inside 10.0.0.0/16"),
+    ({"sglang_pd_addresses": {"eth0": ["10.0.0.1"]}, "sglang_pd_service_interface": "ib0"}, "no address in sglang_pd_addresses[ib0]"),
+    ({"sglang_pd_addresses": ["10.0.0.1"], "sglang_pd_cluster_cidr": "10.0.0/33"}, "is not a network"),
+])
+def test_service_address_refuses_what_it_cannot_resolve(hostvars_one, problem):
+    with pytest.raises(AnsibleFilterError, match="node-a: .*" + problem.replace("[", r"\[").replace("]", r"\]")):
+        pd.service_address(hostvars_one, "node-a")
+
+
+def test_service_address_never_reads_facts():
+    facts_only = {"ansible_facts": {"default_ipv4": {"address": "10.0.0.99"}}, "ansible_default_ipv4": {"address": "10.0.0.99"}}
+    assert pd.service_address(facts_only, "node-a") == "node-a"
+
+
+# --------------------------------------------------------------------------- GPUs
+
+@pytest.mark.parametrize("value, expected", [
+    (None, None), ("", None), ([], None),
+    ("0,1,2,3", [0, 1, 2, 3]), ("4-7", [4, 5, 6, 7]), ("0, 2", [0, 2]),
+    ([0, 1], [0, 1]), (["4", "5"], [4, 5]),
+])
+def test_parse_gpus(value, expected):
+    assert pd.parse_gpus(value) == expected
+
+
+@pytest.mark.parametrize("value", ["0;1", "gpu0", [0, "x"], True, 4, {"0": 1}, [True]])
+def test_parse_gpus_refuses(value):
+    with pytest.raises(ValueError):
+        pd.parse_gpus(value)
+
+
+# --------------------------------------------------------------------------- workers
+
+def test_one_worker_per_host_on_production_ports():
+    hostvars = {"p0": {"sglang_pd_service_address": "10.0.0.1"}, "p1": {"sglang_pd_service_address": "10.0.0.2"}}
+    found = workers(hostvars, "prefill")
+    assert [(w["host"], w["name"], w["port"], w["bootstrap_port"], w["url"]) for w in found] == [
+        ("p0", "sglang-prefill", 30100, 8998, "http://10.0.0.1:30100"),
+        ("p1", "sglang-prefill", 30100, 8998, "http://10.0.0.2:30100"),
+    ]
+    decode = workers({"d0": {"sglang_pd_service_address": "10.0.0.3"}}, "decode")
+    assert decode[0]["port"] == 30200 and decode[0]["bootstrap_port"] is None
+
+
+def test_several_workers_on_one_host_count_up():
+    hostvars = {"p0": {"sglang_pd_service_address": "10.0.0.1",
+                       "sglang_pd_prefill_workers": [{"gpus": "0-3"}, {"gpus": [4, 5, 6, 7], "name": "pf-b"},
+                                                     {"port": 31000, "bootstrap_port": 9100}]}}
+    found = workers(hostvars, "prefill")
+    assert [(w["name"], w["port"], w["bootstrap_port"], w["gpus"]) for w in found] == [
+        ("sglang-prefill", 30100, 8998, [0, 1, 2, 3]),
+        ("pf-b", 30101, 8999, [4, 5, 6, 7]),
+        ("sglang-prefill-2", 31000, 9100, None),
+    ]
+
+
+def test_ipv6_address_is_bracketed_in_urls():
+    found = workers({"d0": {"sglang_pd_service_address": "fd00::3"}}, "decode")
+    assert found[0]["url"] == "http://[fd00::3]:30200"
+
+
+def test_multi_node_worker_from_worker_group():
+    hostvars = {
+        "p0": {"sglang_pd_service_address": "10.0.0.1", "sglang_pd_worker_group": "big"},
+        "p1": {"sglang_pd_service_address": "10.0.0.2", "sglang_pd_worker_group": "big"},
+        "p2": {"sglang_pd_service_address": "10.0.0.3"},
+    }
+    every = workers(hostvars, "prefill", "all")
+    assert [(w["host"], w["nnodes"], w["node_rank"], w["dist_init_addr"], w["serves_http"]) for w in every] == [
+        ("p0", 2, 0, "10.0.0.1:20000", True),
+        ("p1", 2, 1, "10.0.0.1:20000", False),
+        ("p2", 1, 0, None, True),
+    ]
+    assert [w["host"] for w in workers(hostvars, "prefill")] == ["p0", "p2"]
+
+
+def test_pd_workers_refuses_unknown_mode_and_ranks():
+    with pytest.raises(AnsibleFilterError):
+        pd.pd_workers([], {}, "router")
+    with pytest.raises(AnsibleFilterError):
+        pd.pd_workers([], {}, "decode", "some")
+
+
+# --------------------------------------------------------------------------- options
+
+def test_cli_options():
+    argv = pd.cli_options({"trust_remote_code": True, "skip": False, "none": None, "empty": "",
+                           "tp_size": 8, "json_cfg": {"b": 1, "a": 2}, "lora_paths": ["a", "b"]})
+    assert argv == ["--trust-remote-code", "--tp-size", "8", "--json-cfg", '{"a":2,"b":1}', "--lora-paths", "a", "b"]
+
+
+@pytest.mark.parametrize("value, expected", [
+    (None, None), ([], None), ({}, None),
+    (["mlx5_0", "mlx5_1"], "mlx5_0,mlx5_1"),
+    ("mlx5_0", "mlx5_0"),
+    ("/etc/ib.json", "/etc/ib.json"),
+    ({0: ["mlx5_0", "mlx5_1"], "1": "mlx5_2"}, '{"0":"mlx5_0,mlx5_1","1":"mlx5_2"}'),
+    ({10: "mlx5_10", 2: "mlx5_2"}, '{"2":"mlx5_2","10":"mlx5_10"}'),
+])
+def test_ib_device_arg(value, expected):
+    assert pd.ib_device_arg(value) == expected
+
+
+def _prefill(**extra):
+    worker = workers({"p0": {"sglang_pd_service_address": "10.0.0.1"}}, "prefill")[0]
+    worker.update(extra)
+    return worker
+
+
+def test_worker_launch_builds_the_production_command():
+    launch = pd.worker_launch(_prefill(), rv(ib_device={0: ["mlx5_ib0"], 1: ["mlx5_ib1"]}))
+    argv = launch["argv"]
+    assert argv[:9] == ["python", "-m", "sglang.launch_server", "--disaggregation-mode", "prefill",
+                        "--port", "30100", "--disaggregation-bootstrap-port", "8998"]
+    assert "--trust-remote-code" in argv
+    assert argv[argv.index("--kv-cache-dtype") + 1] == "fp8_e4m3"
+    assert argv[argv.index("--disaggregation-ib-device") + 1] == '{"0":"mlx5_ib0","1":"mlx5_ib1"}'
+    assert "--page-size" not in argv and "--enable-dp-attention" not in argv
+    assert len(launch["origins"]) == len(argv)
+    assert launch["origins"][argv.index("--tp-size")] == "sglang_worker_tp_size"
+
+
+def test_worker_options_merge_in_order():
+    worker = _prefill(args={"tp_size": 2, "mem_fraction_static": 0.8})
+    launch = pd.worker_launch(worker, rv(options={"tp_size": 4, "page_size": 32}, prefill_options={"page_size": 64},
+                                          cp_options={"attn_cp_size": 8, "enable_prefill_cp": True},
+                                          extra_args=["--log-level", "info"], prefill_extra_args=["--enable-metrics"]))
+    argv, origins = launch["argv"], launch["origins"]
+    assert argv.count("--tp-size") == 1 and argv[argv.index("--tp-size") + 1] == "2"
+    assert origins[argv.index("--tp-size")] == "args in sglang_pd_prefill_workers"
+    assert argv[argv.index("--page-size") + 1] == "64"
+    assert origins[argv.index("--page-size")] == "sglang_worker_prefill_options"
+    assert "--enable-prefill-cp" in argv and argv[argv.index("--attn-cp-size") + 1] == "8"
+    assert argv[-3:] == ["--log-level", "info", "--enable-metrics"]
+    assert origins[-1] == "sglang_worker_prefill_extra_args"
+
+
+def test_fixed_options_come_from_inventory_only():
+    launch = pd.worker_launch(_prefill(), rv(options={"port": 1, "disaggregation_bootstrap_port": 2, "node_rank": 3}))
+    argv = launch["argv"]
+    assert argv.count("--port") == 1 and argv[argv.index("--port") + 1] == "30100"
+    assert argv.count("--disaggregation-bootstrap-port") == 1 and "--node-rank" not in argv
+    assert launch["options"]["port"] == 1  # kept for the preflight, which refuses it
+
+
+def test_gpu_isolation_visible_devices_and_base_gpu_id():
+    worker = _prefill(gpus=[4, 5, 6, 7])
+    visible = pd.worker_launch(worker, rv())
+    assert visible["env"]["HIP_VISIBLE_DEVICES"] == "4,5,6,7" and "--base-gpu-id" not in visible["argv"]
+    base = pd.worker_launch(worker, rv(gpu_isolation="base_gpu_id"))
+    assert "HIP_VISIBLE_DEVICES" not in base["env"]
+    assert base["argv"][base["argv"].index("--base-gpu-id") + 1] == "4"
+
+
+def test_multi_node_flags():
+    hostvars = {"d0": {"sglang_pd_service_address": "10.0.0.1", "sglang_pd_worker_group": "g", "sglang_pd_dist_init_port": 5000},
+                "d1": {"sglang_pd_service_address": "10.0.0.2", "sglang_pd_worker_group": "g"}}
+    second = workers(hostvars, "decode", "all")[1]
+    argv = pd.worker_launch(second, rv(tp_size=16))["argv"]
+    assert argv[argv.index("--dist-init-addr") + 1] == "10.0.0.1:5000"
+    assert argv[argv.index("--nnodes") + 1] == "2" and argv[argv.index("--node-rank") + 1] == "1"
+
+
+def test_worker_env_layers():
+    worker = _prefill(env={"NCCL_DEBUG": "INFO", "MC_DISABLE_HIP": None})
+    env = pd.worker_env(worker, rv(extra_env={"SGLANG_USE_AITER": False, "X": 1}))
+    assert env == {"SGLANG_USE_AITER": "0", "NCCL_MIN_NCHANNELS": "112", "NCCL_DEBUG": "INFO", "X": "1"}
+
+
+# --------------------------------------------------------------------------- router
+
+ROUTER_VARS = {
+    "sglang_router_python": "python", "sglang_router_policy": "cache_aware", "sglang_router_host": "0.0.0.0",
+    "sglang_router_port": "30000", "sglang_router_prometheus_port": 29000, "sglang_router_prometheus_host": None,
+    "sglang_router_decode_policy": "round_robin", "sglang_router_disable_retries": False,
+    "sglang_router_request_timeout_secs": 600, "sglang_router_options": {}, "sglang_router_extra_args": [],
+    "sglang_router_env": {"RUST_LOG": "info"}, "sglang_router_api_key": "", "sglang_router_control_plane_api_keys": [],
+}
+
+
+def _router_workers():
+    hostvars = {"p0": {"sglang_pd_service_address": "10.0.0.1", "sglang_pd_prefill_workers": [{}, {}]},
+                "d0": {"sglang_pd_service_address": "10.0.0.2"}}
+    return pd.pd_workers(["p0"], hostvars, "prefill"), pd.pd_workers(["d0"], hostvars, "decode")
+
+
+def test_router_launch_lists_every_worker_with_its_bootstrap_port():
+    prefills, decodes = _router_workers()
+    launch = pd.router_launch(prefills, decodes, dict(ROUTER_VARS), "10.0.0.2")
+    argv = launch["argv"]
+    assert argv[:4] == ["python", "-m", "sglang_router.launch_router", "--pd-disaggregation"]
+    assert argv[4:13] == ["--prefill", "http://10.0.0.1:30100", "8998", "--prefill", "http://10.0.0.1:30101", "8999",
+                          "--decode", "http://10.0.0.2:30200", "--policy"]
+    assert argv[argv.index("--prometheus-host") + 1] == "10.0.0.2"
+    assert argv[argv.index("--port") + 1] == "30000"
+    assert launch["env"] == {"RUST_LOG": "info"} and launch["secret_env"] == {}
+
+
+def test_router_launch_leaves_out_what_the_router_lacks():
+    prefills, decodes = _router_workers()
+    supported = {"flags": ["--pd-disaggregation", "--prefill", "--decode", "--policy", "--host", "--port"]}
+    launch = pd.router_launch(prefills, decodes, dict(ROUTER_VARS), "10.0.0.2", supported)
+    assert sorted(launch["dropped"]) == ["--decode-policy", "--prometheus-host", "--prometheus-port", "--request-timeout-secs"]
+    assert "--decode-policy" not in launch["argv"]
+
+
+def test_router_api_keys_never_appear_as_arguments():
+    prefills, decodes = _router_workers()
+    values = dict(ROUTER_VARS, sglang_router_api_key="s3cret",
+                  sglang_router_control_plane_api_keys=[{"id": "ops", "name": "Ops Team", "role": "admin", "key": "k1"}])
+    launch = pd.router_launch(prefills, decodes, values, "10.0.0.2", {"flags": ["--api-key", "--pd-disaggregation"]})
+    argv = launch["argv"]
+    assert argv[:2] == ["sh", "-c"]
+    assert "s3cret" not in " ".join(argv) and "k1" not in " ".join(argv)
+    assert launch["secret_env"] == {"SGLANG_ROUTER_API_KEY": "s3cret", "SGLANG_ROUTER_CONTROL_PLANE_API_KEY_0": "ops:Ops Team:admin:k1"}
+    assert launch["missing_secret_flags"] == ["--control-plane-api-keys"]
+    assert argv[2] == 'exec "$@" --api-key "$SGLANG_ROUTER_API_KEY" --control-plane-api-keys "$SGLANG_ROUTER_CONTROL_PLANE_API_KEY_0"'
+    assert argv[4:7] == ["python", "-m", "sglang_router.launch_router"]
+
+
+def test_router_port_falls_back_to_inventory_then_30000():
+    assert pd.router_port({"sglang_router_port": 8000}) == 8000
+    assert pd.router_port({}, {"sglang_pd_router_port": "31000"}) == 31000
+    assert pd.router_port({}) == 30000
+
+
+HELP_0_3_2 = """usage: launch_router.py [-h] [--host HOST] [--port PORT]
+                        [--policy {random,round_robin,cache_aware,power_of_two,manual}]
+                        [--prefill-policy {random,round_robin,cache_aware,power_of_two,manual,bucket}]
+                        [--pd-disaggregation] [--prefill PREFILL [PREFILL ...]] [--decode URL]
+                        [--prometheus-port PROMETHEUS_PORT] [--api-key API_KEY]
+  --policy {random,round_robin,cache_aware,power_of_two,manual}
+                        Load balancing policy (default: cache_aware)
+  --control-plane-api-keys [CONTROL_PLANE_API_KEYS ...]
+    --prefill http://prefill1:8000 9000 --prefill http://prefill2:8000 none
+"""
+
+
+def test_router_help_flags():
+    found = pd.router_help_flags(HELP_0_3_2)
+    assert found["flags"] == sorted(["--host", "--port", "--policy", "--prefill-policy", "--pd-disaggregation", "--prefill",
+                                     "--decode", "--prometheus-port", "--api-key", "--control-plane-api-keys"])
+    assert found["choices"]["--prefill-policy"][-1] == "bucket"
+    assert pd.router_help_flags("") == {"flags": [], "choices": {}}
+
+
+# --------------------------------------------------------------------------- docker and shell
+
+def test_docker_run_argv():
+    container = {"name": "w", "network": "host", "ipc": "host", "shm_size": "64g", "privileged": True,
+                 "env_file": "/etc/a.env", "env_files": ["/etc/b.env"], "devices": ["/dev/kfd"], "groups": ["44"],
+                 "ulimits": ["memlock=-1:-1"], "volumes": ["/m:/m:ro"], "extra_args": ["--pids-limit", "-1"]}
+    argv = pd.docker_run_argv(container, "img@sha256:x", ["python", "-m", "x"])
+    assert argv == ["/usr/bin/docker", "run", "--rm", "--name", "w", "--network", "host", "--ipc", "host",
+                    "--shm-size", "64g", "--privileged", "--env-file", "/etc/a.env", "--env-file", "/etc/b.env",
+                    "--device", "/dev/kfd", "--group-add", "44", "--ulimit", "memlock=-1:-1", "--volume", "/m:/m:ro",
+                    "--pids-limit", "-1", "img@sha256:x", "python", "-m", "x"]
+    assert pd.docker_run_options(container) == argv[2:argv.index("img@sha256:x")]
+
+
+@pytest.mark.parametrize("argv", [
+    ["docker", "run", "--x", "a b", "--json", '{"0":"mlx5_0"}', "--q", "it's"],
+    ["sh", "-c", 'exec "$@" --api-key "$K"', "r", "python", "-m", "m"],
+])
+def test_shell_join_round_trips(argv):
+    assert shlex.split(pd.shell_join(argv).replace("\\\n", "")) == argv
+
+
+def test_env_file():
+    assert pd.env_file({"B": True, "A": "x"}) == "A=x\nB=1\n"
+    assert pd.env_file({}) == ""
+    with pytest.raises(AnsibleFilterError):
+        pd.env_file({"A": "x\ny"})
+
+
+def test_redact():
+    assert pd.redact({"A": "1", "B": "2"}, ["B"]) == {"A": "1", "B": "<redacted>"}
+    assert pd.redact({"A": "1"}) == {"A": "<redacted>"}
+
+
+def test_filters_are_registered():
+    names = pd.FilterModule().filters()
+    for name in ("pd_workers", "service_address", "sglang_worker_launch", "sglang_router_launch",
+                 "sglang_router_help_flags", "docker_run_options", "docker_run_argv", "shell_join", "env_file", "redact"):
+        assert callable(names[name])
+    assert json.loads(pd.ib_device_arg({"1": "b", "0": "a"})) == {"0": "a", "1": "b"}

@@ -1,0 +1,138 @@
+# Copyright: mindverse
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Unit tests of the preflight checks (plugins/filter/pd_checks.py) on in-memory inventories.
+
+The same checks run end to end through ansible-playbook in tests/integration/test_preflight.py.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import yaml
+
+from ansible_collections.mindverse.sglang_pd.plugins.filter import pd_checks as checks
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
+DIGEST = "sha256:" + "ab" * 32
+
+
+def _load(path):
+    with open(os.path.join(REPO, path), encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
+DEFAULTS = {
+    "sglang_worker": _load("roles/sglang_worker/defaults/main.yml"),
+    "sglang_router": _load("roles/sglang_router/defaults/main.yml"),
+}
+ALLOWLIST = checks.load_allowlist("0.5.14")
+
+
+def inventory(**host_overrides):
+    """A valid 1 prefill + 1 decode inventory (router on the decode node)."""
+    common = {"sglang_pd_image_repository": "registry.example.com/mindverse/sglang", "sglang_pd_image_digest": DIGEST,
+              "sglang_pd_model_path": "/models/m"}
+    hostvars = {
+        "p0": dict(common, sglang_pd_service_address="10.0.0.1"),
+        "d0": dict(common, sglang_pd_service_address="10.0.0.2"),
+    }
+    for host, values in host_overrides.items():
+        hostvars.setdefault(host, dict(common)).update(values)
+    groups = {"sglang_prefill": ["p0"], "sglang_decode": ["d0"], "sglang_router": ["d0"]}
+    return groups, hostvars
+
+
+def model_of(groups, hostvars):
+    return checks.pd_model(groups, hostvars, DEFAULTS)
+
+
+def all_problems(groups, hostvars):
+    model = model_of(groups, hostvars)
+    return (checks.pd_check_build(model) + checks.pd_check_names(model) + checks.pd_check_addresses(model, hostvars)
+            + checks.pd_check_ports(model) + checks.pd_check_gpus(model, hostvars) + checks.pd_check_ib_devices(model)
+            + checks.pd_check_flags(model, hostvars) + checks.pd_check_router(model)
+            + checks.pd_check_image(hostvars, list(hostvars)) + checks.pd_check_worker_specs(hostvars, groups))
+
+
+def test_valid_inventory_passes_every_check():
+    assert all_problems(*inventory()) == []
+
+
+@pytest.mark.parametrize("default, hostvars_one, expected", [
+    ("{{ sglang_pd_model_path }}", {"sglang_pd_model_path": "/m"}, "/m"),
+    ("{{ sglang_pd_router_port | default(30000) }}", {}, 30000),
+    ("{{ sglang_pd_router_port | default(30000) }}", {"sglang_pd_router_port": 31000}, 31000),
+    ("{{ sglang_pd_served_model_name | default(None) }}", {}, None),
+    ("{{ a }}@{{ b }}", {"a": "repo", "b": "sha256:1"}, "repo@sha256:1"),
+    ("{{ a | upper }}", {"a": "x"}, checks.UNRESOLVED),
+    ({"k": "{{ a }}"}, {"a": 1}, {"k": 1}),
+    (8, {}, 8),
+])
+def test_evaluate_default(default, hostvars_one, expected):
+    assert checks.evaluate_default(default, hostvars_one, set(hostvars_one)) == expected
+
+
+def test_role_vars_take_inventory_over_defaults():
+    values = checks.pd_role_vars({"sglang_worker_tp_size": 4, "sglang_worker_typo": 1, "sglang_pd_model_path": "/m"},
+                                 DEFAULTS["sglang_worker"], "sglang_worker_")
+    assert values["sglang_worker_tp_size"] == 4
+    assert values["sglang_worker_model_path"] == "/m"
+    assert values["sglang_worker_typo"] == 1
+    assert values["sglang_worker_kv_cache_dtype"] == "fp8_e4m3"
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["--tp-size", "8"], []),
+    (["--tp", "8"], ["write the whole flag --tp-size"]),
+    (["--tensor-parallel-size", "8", "--tp-size", "8"], ["--tensor-parallel-size is already given"]),
+    (["--kv-cache-dtype", "fp8"], ["not a valid choice", "did you mean fp8_e4m3 or fp8_e5m2"]),
+    (["--trust-remote-code", "true"], ["is a switch and takes no value", "write trust_remote_code: true"]),
+    (["--attention-backen", "aiter"], ["no such flag", "write the whole flag --attention-backend"]),
+    (["--atention-backend", "aiter"], ["no such flag", "did you mean --attention-backend"]),
+    (["--stream-output"], ["deprecated", "use --incremental-streaming-output"]),
+    (["--page-size"], ["needs one value"]),
+    (["8"], ["a value without a flag"]),
+    (["--disaggregation-ib-device=mlx5_0"], []),
+])
+def test_check_argv(argv, expected):
+    full = ["python", "-m", "sglang.launch_server"] + argv
+    found = checks.check_argv(full, ["x"] * len(full), ALLOWLIST)
+    text = " | ".join(f"{flag} {problem} {fix}" for _origin, flag, _value, problem, fix in found)
+    if not expected:
+        assert found == []
+    for piece in expected:
+        assert piece in text
+
+
+def test_fork_flags_can_be_allowed():
+    groups, hostvars = inventory(p0={"sglang_worker_prefill_options": {"enable_cp_layersplit": True}})
+    problems = checks.pd_check_flags(model_of(groups, hostvars), hostvars)
+    assert any("--enable-cp-layersplit" in p and "no such flag" in p for p in problems)
+    hostvars["p0"]["sglang_pd_sglang_extra_flags"] = {"--enable-cp-layersplit": "switch"}
+    assert checks.pd_check_flags(model_of(groups, hostvars), hostvars) == []
+
+
+def test_unknown_sglang_version_is_refused():
+    groups, hostvars = inventory(p0={"sglang_pd_sglang_version": "9.9.9"})
+    problems = checks.pd_check_flags(model_of(groups, hostvars), hostvars)
+    assert any("gen_sglang_allowlist.py --version 9.9.9" in p for p in problems)
+
+
+def test_problems_on_several_hosts_are_merged():
+    assert checks.merge_problems([("a", "x"), ("b", "x"), ("a", "y")]) == ["a, b: x", "a: y"]
+
+
+def test_variables_check_types_from_specs():
+    specs = {"sglang_worker_trust_remote_code": {"type": "bool"}, "sglang_worker_tp_size": {"type": "int"},
+             "sglang_worker_kv_cache_dtype": {"type": "str", "choices": ["auto", "fp8_e4m3"]}}
+    hostvars = {"h": {"sglang_worker_trust_remote_code": "false", "sglang_worker_tp_size": "eight",
+                      "sglang_worker_kv_cache_dtype": "fp8", "sglang_worker_tpsize": 8, "sglang_worker_env": {}}}
+    problems = checks.pd_check_variables(hostvars, ["h"], specs, {"sglang_worker_env": "sglang_worker_extra_env"})
+    text = "\n".join(problems)
+    assert 'sglang_worker_trust_remote_code = "false": a string, not a boolean; write sglang_worker_trust_remote_code: false' in text
+    assert "sglang_worker_tp_size = \"eight\": not an integer" in text
+    assert "(did you mean fp8_e4m3?)" in text
+    assert "sglang_worker_tpsize = 8: no role of this collection reads this variable; did you mean sglang_worker_tp_size?" in text
+    assert "write sglang_worker_extra_env instead" in text
