@@ -1,1 +1,0 @@
-"""Internals of the SGLang stand-in (argument parsing, HTTP, PD bootstrap, replies)."""
