@@ -37,6 +37,7 @@ sanity:
 
 molecule:
 	molecule test --all
+	molecule check -s hosts
 
 bench: setup
 	python bench/run.py

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright: mindverse
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Generate the SGLang server flag allowlist shipped in the collection.
@@ -20,9 +19,9 @@ computed at run time (plugin registries) are left open (``None``: any value).
 
 Usage::
 
-    scripts/gen_sglang_allowlist.py                    # sglang 0.5.14 from the package index
-    scripts/gen_sglang_allowlist.py --version 0.5.15
-    scripts/gen_sglang_allowlist.py --server-args path/to/server_args.py --version 0.5.14
+    python scripts/gen_sglang_allowlist.py                    # sglang 0.5.14 from the package index
+    python scripts/gen_sglang_allowlist.py --version 0.5.15
+    python scripts/gen_sglang_allowlist.py --server-args path/to/server_args.py --version 0.5.14
 
 The result is ``plugins/module_utils/_sglang_flags_v<VERSION>.py`` (dots become
 underscores): a Python module with one dict literal, so it ships inside the
@@ -36,11 +35,11 @@ import ast
 import glob
 import hashlib
 import os
-import pprint
 import subprocess
 import sys
 import tarfile
 import tempfile
+import textwrap
 import zipfile
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
@@ -292,9 +291,27 @@ def parse_server_args(text):
 
 
 def render_module(flags, version, sha256):
-    body = HEADER.format(version=version, member=MEMBER, sha256=sha256)
-    body += 'FLAGS = ' + pprint.pformat(dict(sorted(flags.items())), width=110, sort_dicts=True) + '\n'
-    return body
+    """The Python module shipped in the collection: one flag per line (long choices wrapped)."""
+    lines = [HEADER.format(version=version, member=MEMBER, sha256=sha256) + 'FLAGS = {']
+    for flag, entry in sorted(flags.items()):
+        line = '    %r: %r,' % (flag, entry)
+        if len(line) <= 150:
+            lines.append(line)
+            continue
+        dest, kind, choices, replacement = entry
+        lines.append('    %r: (' % (flag,))
+        lines.append('        %r, %r,' % (dest, kind))
+        if choices is None:
+            lines.append('        None,')
+        else:
+            lines.append('        (')
+            for chunk in textwrap.wrap(', '.join(repr(c) for c in choices) + ',', width=130):
+                lines.append('            ' + chunk)
+            lines.append('        ),')
+        lines.append('        %r,' % (replacement,))
+        lines.append('    ),')
+    lines.append('}')
+    return '\n'.join(lines) + '\n'
 
 
 def output_path(version):

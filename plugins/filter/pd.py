@@ -348,8 +348,8 @@ def worker_launch(worker, role_vars):
 
     ``role_vars`` maps variable names (``sglang_worker_tp_size``, …) to values: the role
     passes its own variables, the preflight the inventory's over the role defaults.
-    Returns ``argv``, ``origins`` (the variable behind each argv item), ``env`` and
-    ``options``.
+    Returns ``argv``, ``origins`` (the variable behind each argv item), ``env``,
+    ``options`` and ``option_origins`` (the variable behind each option).
     """
     mode = worker["mode"]
     python = _var(role_vars, "sglang_worker_", "python", "python")
@@ -382,6 +382,7 @@ def worker_launch(worker, role_vars):
         "origins": origins,
         "env": worker_env(worker, role_vars),
         "options": options,
+        "option_origins": option_origins,
     }
 
 
@@ -536,11 +537,11 @@ def docker_run_argv(container, image, command, docker="/usr/bin/docker"):
 
 
 def shell_join(argv) -> str:
-    """Quote an argv list for a POSIX shell: each flag starts a continued line."""
+    """Quote an argv list for a POSIX shell: each flag (and a digest-pinned image) starts a line."""
     lines = []
     for arg in argv:
         word = shlex.quote(str(arg))
-        if lines and not str(arg).startswith("-"):
+        if lines and not str(arg).startswith("-") and "@sha256:" not in str(arg):
             lines[-1] += " " + word
         else:
             lines.append(word)

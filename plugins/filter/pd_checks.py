@@ -325,8 +325,7 @@ def pd_check_variables(hostvars, hosts, specs, removed):
                                          f"write {removed[name]} instead"))
                 continue
             if any(name.startswith(p) for p in ROLE_PREFIXES.values()) and name not in known:
-                close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.7)
-                hint = f"did you mean {close[0]}? " if close else ""
+                hint = _role_variable_hint(name, known)
                 problems.append(_problem(host, name, _get(one, name, [], host), "no role of this collection reads this variable",
                                          f"{hint}see docs/variables.md for the variables each role takes"))
                 continue
@@ -351,6 +350,22 @@ def pd_check_variables(hostvars, hosts, specs, removed):
     return merge_problems(problems)
 
 
+def _role_variable_hint(name, known):
+    """What an unknown sglang_worker_* / sglang_router_* variable probably meant."""
+    if name.startswith("sglang_worker_"):
+        flag = "--" + name[len("sglang_worker_"):].replace("_", "-")
+        entry = (load_allowlist(DEFAULT_SGLANG_VERSION) or {}).get(flag)
+        if entry:
+            dest = entry[0]
+            for suffix in (dest, {"disaggregation_transfer_backend": "transfer_backend",
+                                  "disaggregation_ib_device": "ib_device"}.get(dest, dest)):
+                if "sglang_worker_" + suffix in known:
+                    return f"did you mean sglang_worker_{suffix}? "
+            return f"to pass {flag}, write sglang_worker_options: {{{dest}: ...}}; "
+    close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.7)
+    return f"did you mean {close[0]}? " if close else ""
+
+
 def pd_check_worker_specs(hostvars, groups):
     """Entries of sglang_pd_<mode>_workers are well formed."""
     problems = []
@@ -365,6 +380,11 @@ def pd_check_worker_specs(hostvars, groups):
                 problems.append(_problem(host, name, specs, "not a list",
                                          "write a list with one entry per worker, e.g. [{port: 30200, gpus: [0, 1, 2, 3]}]"))
                 continue
+            group = _get(one, "sglang_pd_worker_group", problems, host)
+            if group and len(specs) > 1:
+                problems.append(_problem(host, "sglang_pd_worker_group", group,
+                                         f"a host of a multi-node worker runs only that worker, but {name} lists {len(specs)}",
+                                         f"remove sglang_pd_worker_group, or give the host a single entry in {name}"))
             for index, spec in enumerate(specs):
                 variable = f"{name}[{index}]"
                 if not isinstance(spec, Mapping):
@@ -641,10 +661,6 @@ def pd_check_gpus(model, hostvars):
         except ValueError as exc:
             problems.append(_problem(host, variable, raw, str(exc), 'write GPU ids as a list [0, 1, 2, 3] or a string "0,1,2,3"'))
             continue
-        if worker["group"] and len(specs) > 1:
-            problems.append(_problem(host, "sglang_pd_worker_group", worker["group"],
-                                     f"a host of a multi-node worker runs only that worker, but sglang_pd_{mode}_workers lists {len(specs)}",
-                                     "remove sglang_pd_worker_group, or give the host a single worker"))
         if worker["group"]:
             groups.setdefault((mode, worker["group"]), []).append(worker)
         if validate is False:
@@ -803,7 +819,7 @@ def check_argv(argv, origins, flags, start=3):
         if not token.startswith("--"):
             problems.append((origin, token, token, "a value without a flag", "put it after the flag it belongs to"))
             continue
-        flag, _, inline = token.partition("=")
+        flag, _sep, inline = token.partition("=")
         values = [inline] if inline else []
         entry = flags.get(flag)
         if entry is None:
@@ -816,9 +832,10 @@ def check_argv(argv, origins, flags, start=3):
                 hint = f"did you mean {close[0]}?"
             else:
                 hint = "remove it, or add it to sglang_pd_sglang_extra_flags if your SGLang build has it"
-            problems.append((origin, flag, None, "this SGLang version has no such flag", hint))
             while index < len(argv) and not str(argv[index]).startswith("--"):
+                values.append(str(argv[index]))
                 index += 1
+            problems.append((origin, flag, " ".join(values) or None, "no such flag", hint))
             continue
         dest, kind, choices, replacement = entry
         if kind != "switch" or inline:
@@ -831,11 +848,11 @@ def check_argv(argv, origins, flags, start=3):
             fix = "write a YAML boolean (true to set the switch, false to leave it out)"
             if stray.lower() in STRING_BOOLEANS:
                 fix = f"write {dest}: {'true' if stray.lower() in ('true', 'yes', 'on', '1', 'y') else 'false'} (unquoted)"
-            problems.append((origin, flag, stray, "this flag is a switch and takes no value (a string was given)", fix))
+            problems.append((origin, flag, stray, "a switch, it takes no value (a string was given)", fix))
         elif kind == "value" and len(values) != 1:
-            problems.append((origin, flag, None, "this flag needs one value", "give it a value"))
+            problems.append((origin, flag, None, "needs one value", "give it a value"))
         elif kind == "list" and not values:
-            problems.append((origin, flag, None, "this flag needs at least one value", "give it one value or a list"))
+            problems.append((origin, flag, None, "needs at least one value", "give it one value or a list"))
         if choices:
             allowed = [str(c) for c in choices]
             for value in values:
@@ -843,7 +860,7 @@ def check_argv(argv, origins, flags, start=3):
                     problems.append((origin, flag, value, "not a valid choice", f"write one of {', '.join(allowed)}{suggest(value, allowed)}"))
         if replacement is not None:
             instead = f"use {replacement}" if replacement else "remove it (it is ignored)"
-            problems.append((origin, flag, values[0] if values else None, "this flag is deprecated in this SGLang version", instead))
+            problems.append((origin, flag, values[0] if values else None, "deprecated", instead))
         if dest in seen and dest not in ("", None):
             first_flag, first_origin = seen[dest]
             problems.append((origin, flag, values[0] if values else None,
@@ -867,7 +884,7 @@ def pd_check_flags(model, hostvars):
         table = tables[version]
         if table is None:
             problems.append(_problem(host, "sglang_pd_sglang_version", version, "the collection ships no flag list for this version",
-                                     f"run scripts/gen_sglang_allowlist.py --version {version} and ship the result, "
+                                     f"run python scripts/gen_sglang_allowlist.py --version {version} and ship the result, "
                                      f"or write a shipped version such as {DEFAULT_SGLANG_VERSION}"))
             continue
         extra = _get(one, "sglang_pd_sglang_extra_flags", problems, host) or []
@@ -886,12 +903,16 @@ def pd_check_flags(model, hostvars):
                                      "write mooncake (default), nixl, mori or mooncake_tcp"))
         for origin, flag, value, problem, fix in check_argv(launch["argv"], launch["origins"], flags):
             text = f"{flag}" + (f" {value}" if value not in (None, "") else "")
-            problems.append((host, f"{origin or 'command line'}: {text}: {problem} in SGLang {version}; {fix} "
-                                   f"({mode} worker {worker['name']})"))
+            problems.append((host, f"{origin or 'command line'}: {text}: {problem} (SGLang {version}, "
+                                   f"{mode} worker {worker['name']}); {fix}"))
     return merge_problems(problems)
 
 
 def _origin_of(launch, key):
+    """The variable an option of a worker came from."""
+    origins = launch.get("option_origins") or {}
+    if key in origins:
+        return origins[key]
     flag = "--" + key.replace("_", "-")
     for token, origin in zip(launch["argv"], launch["origins"]):
         if token == flag:
@@ -927,8 +948,14 @@ def pd_check_router(model):
             try:
                 ipaddress.ip_address(str(prometheus))
             except ValueError:
-                problems.append(_problem(host, "sglang_router_prometheus_host", prometheus, "not an IP address",
-                                         "write the address the metrics listen on (default: the host's service address)"))
+                if role_vars.get("sglang_router_prometheus_host"):
+                    problems.append(_problem(host, "sglang_router_prometheus_host", prometheus, "not an IP address",
+                                             "write the IP address the metrics listen on"))
+                else:
+                    problems.append(_problem(host, "sglang_router_prometheus_host", None,
+                                             f"the metrics would listen on the service address {prometheus}, which is not an IP address",
+                                             "write sglang_router_prometheus_host (an IP address of this host; 0.0.0.0 exposes "
+                                             "them on every interface), or set sglang_pd_service_address to an IP"))
         options = role_vars.get("sglang_router_options") or {}
         for key in ("api_key", "control_plane_api_keys"):
             if key in options:
@@ -936,7 +963,7 @@ def pd_check_router(model):
                                          "an API key given as an option ends up in the launch script and in logs",
                                          f"write sglang_router_{key} instead (kept in a mode 0600 env file, never logged)"))
         for token in role_vars.get("sglang_router_extra_args") or []:
-            if str(token).split("=")[0] in ("--api-key", "--control-plane-api-keys"):
+            if str(token).split("=", maxsplit=1)[0] in ("--api-key", "--control-plane-api-keys"):
                 problems.append(_problem(host, "sglang_router_extra_args", REDACTED,
                                          "an API key on the command line ends up in the launch script and in logs",
                                          "write sglang_router_api_key / sglang_router_control_plane_api_keys instead"))

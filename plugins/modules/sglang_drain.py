@@ -18,8 +18,8 @@ description:
     C(num_waiting_reqs).
   - C(GET /metrics) (servers started with C(--enable-metrics)) is read as Prometheus text; the
     module sums the gauges named in O(metrics) over all their label sets.
-  - A server that does not answer at all (connection refused, timeout) has nothing in flight:
-    the module succeeds with RV(reachable=false) and a warning.
+  - A server that does not answer at all (connection refused, timeout) has nothing in flight,
+    so the module succeeds with RV(reachable=false) and a warning.
 author:
   - mindverse infrastructure team (@mindverse)
 options:

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Load generator for the scale tests: chat completions through the router, every answer recorded.
 
 Tests only, standard library only, and bounded: it talks to loopback or private test

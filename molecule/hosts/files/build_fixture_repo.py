@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright: (c) 2026, mindverse infrastructure team
 # SPDX-License-Identifier: Apache-2.0
 """Build a signed local apt repository of STAND-IN packages laid out like AMD's.

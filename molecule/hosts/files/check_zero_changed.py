@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright: (c) 2026, mindverse infrastructure team
 # SPDX-License-Identifier: Apache-2.0
 """Run a playbook in check mode with ansible-runner; exit 1 naming each task that changed

@@ -37,7 +37,7 @@ def test_idle_server_reports_nothing_in_flight(start: Callable[..., Standin]) ->
 
 def test_streaming_request_counts_until_it_ends(start: Callable[..., Standin]) -> None:
     standin = start(token_delay=0.2)
-    conns = [http.client.HTTPConnection("127.0.0.1", standin.port, timeout=10) for _ in range(2)]
+    conns = [http.client.HTTPConnection("127.0.0.1", standin.port, timeout=10) for _conn in range(2)]
     try:
         for conn in conns:
             conn.request("POST", "/v1/chat/completions", headers={"Content-Type": "application/json"},
@@ -58,6 +58,6 @@ def test_streaming_request_counts_until_it_ends(start: Callable[..., Standin]) -
 
 def test_failed_request_is_not_left_in_flight(start: Callable[..., Standin]) -> None:
     standin = start()
-    status, _ = standin.request("POST", "/v1/chat/completions", {"messages": "not a list"})
+    status = standin.request("POST", "/v1/chat/completions", {"messages": "not a list"})[0]
     assert status == 400
     assert in_flight(standin) == (0, 0)

@@ -196,9 +196,10 @@ def test_worker_launch_builds_the_production_command():
 
 def test_worker_options_merge_in_order():
     worker = _prefill(args={"tp_size": 2, "mem_fraction_static": 0.8})
-    launch = pd.worker_launch(worker, rv(options={"tp_size": 4, "page_size": 32}, prefill_options={"page_size": 64},
-                                          cp_options={"attn_cp_size": 8, "enable_prefill_cp": True},
-                                          extra_args=["--log-level", "info"], prefill_extra_args=["--enable-metrics"]))
+    role_vars = rv(options={"tp_size": 4, "page_size": 32}, prefill_options={"page_size": 64},
+                   cp_options={"attn_cp_size": 8, "enable_prefill_cp": True},
+                   extra_args=["--log-level", "info"], prefill_extra_args=["--enable-metrics"])
+    launch = pd.worker_launch(worker, role_vars)
     argv, origins = launch["argv"], launch["origins"]
     assert argv.count("--tp-size") == 1 and argv[argv.index("--tp-size") + 1] == "2"
     assert origins[argv.index("--tp-size")] == "args in sglang_pd_prefill_workers"

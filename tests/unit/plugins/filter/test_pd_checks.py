@@ -88,7 +88,7 @@ def test_role_vars_take_inventory_over_defaults():
     (["--tp", "8"], ["write the whole flag --tp-size"]),
     (["--tensor-parallel-size", "8", "--tp-size", "8"], ["--tensor-parallel-size is already given"]),
     (["--kv-cache-dtype", "fp8"], ["not a valid choice", "did you mean fp8_e4m3 or fp8_e5m2"]),
-    (["--trust-remote-code", "true"], ["is a switch and takes no value", "write trust_remote_code: true"]),
+    (["--trust-remote-code", "true"], ["a switch, it takes no value", "write trust_remote_code: true"]),
     (["--attention-backen", "aiter"], ["no such flag", "write the whole flag --attention-backend"]),
     (["--atention-backend", "aiter"], ["no such flag", "did you mean --attention-backend"]),
     (["--stream-output"], ["deprecated", "use --incremental-streaming-output"]),
@@ -136,3 +136,19 @@ def test_variables_check_types_from_specs():
     assert "(did you mean fp8_e4m3?)" in text
     assert "sglang_worker_tpsize = 8: no role of this collection reads this variable; did you mean sglang_worker_tp_size?" in text
     assert "write sglang_worker_extra_env instead" in text
+
+
+def test_worker_group_with_several_workers_is_refused():
+    groups, hostvars = inventory(d0={"sglang_pd_worker_group": "g", "sglang_pd_decode_workers": [{"gpus": "0-3"}, {"gpus": "4-7"}]})
+    problems = checks.pd_check_worker_specs(hostvars, groups)
+    assert problems == ['d0: sglang_pd_worker_group = "g": a host of a multi-node worker runs only that worker, but '
+                        'sglang_pd_decode_workers lists 2; remove sglang_pd_worker_group, or give the host a single entry '
+                        'in sglang_pd_decode_workers']
+
+
+def test_metrics_on_a_host_name_need_an_address():
+    groups, hostvars = inventory(d0={"sglang_pd_service_address": "localhost"})
+    problems = checks.pd_check_router(model_of(groups, hostvars))
+    assert any("the metrics would listen on the service address localhost" in p for p in problems)
+    hostvars["d0"]["sglang_router_prometheus_host"] = "10.0.0.2"
+    assert checks.pd_check_router(model_of(groups, hostvars)) == []

@@ -1,0 +1,200 @@
+# Copyright: mindverse
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""playbooks/render.yml on the example inventories: what it writes is checked, not just written.
+
+The render touches no host: every task runs on (or is delegated to) the controller.
+For each example inventory the test parses every rendered command back and checks that
+every SGLang flag is in the shipped allowlist, that the router is told every worker with
+the right bootstrap port, that no two services share a port on a host, and that the
+launch scripts run exactly the JSON's docker command.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+
+import pytest
+
+from ansible_collections.mindverse.sglang_pd.plugins.filter import pd_checks
+
+ansible_runner = pytest.importorskip('ansible_runner')
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
+VENV_BIN = os.path.dirname(sys.executable)
+ALLOWLIST = pd_checks.load_allowlist('0.5.14')
+EXPECTED = {
+    'example-1p3d': {
+        'pd-node-0': ['sglang-prefill'],
+        'pd-node-1': ['sglang-decode', 'sglang-router'],
+        'pd-node-2': ['sglang-decode'],
+        'pd-node-3': ['sglang-decode'],
+    },
+    'example-2p2d': {
+        'pd-node-0': ['sglang-prefill', 'sglang-router'],
+        'pd-node-1': ['sglang-prefill'],
+        'pd-node-2': ['sglang-decode'],
+        'pd-node-3': ['sglang-decode'],
+    },
+}
+
+
+def render(tmp_path, inventory, extravars=None):
+    out = tmp_path / 'render'
+    private = tmp_path / 'runner'
+    private.mkdir()
+    runner = ansible_runner.run(
+        private_data_dir=str(private),
+        project_dir=REPO,
+        playbook=os.path.join(REPO, 'playbooks', 'render.yml'),
+        inventory=os.path.join(REPO, 'inventories', inventory),
+        extravars=dict(render_dir=str(out), **(extravars or {})),
+        envvars={
+            'ANSIBLE_CONFIG': os.path.join(REPO, 'ansible.cfg'),
+            'ANSIBLE_COLLECTIONS_PATH': os.path.join(REPO, '.cache', 'collections'),
+            'ANSIBLE_NOCOLOR': 'true',
+            'PATH': VENV_BIN + os.pathsep + os.environ.get('PATH', ''),
+        },
+        quiet=True,
+    )
+    stdout = runner.stdout.read()
+    assert runner.rc == 0, stdout
+    events = list(runner.events)
+    assert not [e for e in events if e['event'] == 'runner_on_unreachable']
+    for event in events:
+        data = event.get('event_data', {})
+        if event['event'] == 'runner_on_ok' and data.get('task_action') == 'ansible.builtin.copy':
+            # Every file is written on the controller, inside render_dir.
+            for result in data['res'].get('results', [data['res']]):
+                assert result['dest'].startswith(str(out) + os.sep), result['dest']
+    return out
+
+
+def load(out):
+    services = {}
+    for host in sorted(os.listdir(out)):
+        for name in sorted(os.listdir(out / host)):
+            if name.endswith('.json'):
+                with open(out / host / name, encoding='utf-8') as handle:
+                    services[(host, name[:-5])] = json.load(handle)
+    return services
+
+
+def script_argv(path):
+    with open(path, encoding='utf-8') as handle:
+        lines = [line for line in handle.read().splitlines() if not line.startswith('#')]
+    words = shlex.split(' '.join(line.rstrip('\\') for line in lines))
+    assert words[0] == 'exec'
+    return words[1:]
+
+
+def option(argv, flag):
+    return [argv[i + 1] for i, token in enumerate(argv[:-1]) if token == flag]
+
+
+@pytest.fixture(scope='module', params=sorted(EXPECTED))
+def rendered(request, tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp(request.param)
+    out = render(tmp_path, request.param)
+    return request.param, out, load(out)
+
+
+def test_every_host_and_service_is_rendered(rendered):
+    inventory, out, services = rendered
+    found = {}
+    for host, service in services:
+        found.setdefault(host, []).append(service)
+        assert (out / host / (service + '.sh')).is_file()
+    assert found == EXPECTED[inventory]
+
+
+def test_scripts_run_the_json_command(rendered):
+    _inventory, out, services = rendered
+    for (host, service), spec in services.items():
+        argv = script_argv(out / host / (service + '.sh'))
+        assert argv == ['/usr/bin/docker', 'run'] + spec['docker_args'] + [spec['image']] + spec['argv']
+        assert spec['image'].startswith('registry.example.com/mindverse/sglang@sha256:')
+
+
+def test_every_worker_flag_is_in_the_allowlist(rendered):
+    _inventory, _out, services = rendered
+    workers = [spec for spec in services.values() if spec['role'] == 'sglang_worker']
+    assert workers
+    for spec in workers:
+        argv = spec['argv']
+        assert argv[:3] == ['python', '-m', 'sglang.launch_server']
+        assert pd_checks.check_argv(argv, [''] * len(argv), ALLOWLIST) == []
+        assert option(argv, '--disaggregation-mode') == [spec['mode']]
+        assert option(argv, '--kv-cache-dtype') == ['fp8_e4m3']
+        assert option(argv, '--tp-size') == ['8']
+        assert option(argv, '--attention-backend') == ['aiter']
+
+
+def test_production_ports(rendered):
+    _inventory, _out, services = rendered
+    for spec in services.values():
+        if spec['role'] == 'sglang_worker':
+            assert option(spec['argv'], '--port') == [{'prefill': '30100', 'decode': '30200'}[spec['mode']]]
+            if spec['mode'] == 'prefill':
+                assert option(spec['argv'], '--disaggregation-bootstrap-port') == ['8998']
+
+
+def test_router_sees_every_worker_with_its_bootstrap_port(rendered):
+    _inventory, _out, services = rendered
+    routers = [spec for spec in services.values() if spec['role'] == 'sglang_router']
+    assert len(routers) == 1
+    argv = routers[0]['argv']
+    assert argv[:4] == ['python', '-m', 'sglang_router.launch_router', '--pd-disaggregation']
+    told = {argv[i + 1]: argv[i + 2] for i, token in enumerate(argv) if token == '--prefill'}
+    prefills = {spec['url']: option(spec['argv'], '--disaggregation-bootstrap-port')[0]
+                for spec in services.values() if spec.get('mode') == 'prefill'}
+    assert told == prefills
+    decodes = sorted(spec['url'] for spec in services.values() if spec.get('mode') == 'decode')
+    assert sorted(option(argv, '--decode')) == decodes
+    for url in list(told) + decodes:
+        assert not url.startswith('http://127.'), url
+
+
+def test_no_port_collisions(rendered):
+    _inventory, _out, services = rendered
+    used = {}
+    for (host, service), spec in services.items():
+        flags = ['--port', '--disaggregation-bootstrap-port', '--prometheus-port']
+        for flag in flags:
+            for port in option(spec['argv'], flag):
+                assert (host, port) not in used, f'{host}: {service} {flag} {port} also used by {used[(host, port)]}'
+                used[(host, port)] = f'{service} {flag}'
+
+
+def test_router_metrics_are_not_on_every_interface(rendered):
+    _inventory, _out, services = rendered
+    for spec in services.values():
+        if spec['role'] == 'sglang_router':
+            assert option(spec['argv'], '--prometheus-host') != ['0.0.0.0']
+            assert option(spec['argv'], '--prometheus-host') == [spec['url'].split('//')[1].split(':')[0]]
+
+
+def test_api_keys_are_redacted_in_the_render(tmp_path):
+    out = render(tmp_path, 'example-1p3d', {'sglang_router_api_key': 'hunter2-secret'})
+    spec = load(out)[('pd-node-1', 'sglang-router')]
+    assert spec['env']['SGLANG_ROUTER_API_KEY'] == '<redacted>'
+    assert spec['argv'][:2] == ['sh', '-c'] and '"$SGLANG_ROUTER_API_KEY"' in spec['argv'][2]
+    assert '/etc/sglang-pd/sglang-router.secret.env' in spec['docker_args']
+    for root, _dirs, files in os.walk(out):
+        for name in files:
+            with open(os.path.join(root, name), encoding='utf-8') as handle:
+                assert 'hunter2-secret' not in handle.read()
+
+
+def test_rendered_docs_are_in_step(rendered):
+    inventory, out, _services = rendered
+    sys.path.insert(0, os.path.join(REPO, 'scripts'))
+    try:
+        import gen_rendered_docs  # pylint: disable=import-outside-toplevel
+    finally:
+        sys.path.pop(0)
+    with open(os.path.join(REPO, 'docs', 'rendered', inventory + '.md'), encoding='utf-8') as handle:
+        assert handle.read() == gen_rendered_docs.markdown(inventory, str(out)), \
+            'docs/rendered/%s.md is out of date: run python scripts/gen_rendered_docs.py' % inventory
