@@ -17,8 +17,8 @@ mkdir -p "$dest"
 cd "$repo"
 # Tracked files plus new files that git does not ignore.
 git ls-files -z --cached --others --exclude-standard \
-  | xargs -0 -I{} sh -c 'test -e "{}" && echo "{}"' \
-  | tar -cf - -T - | tar -xf - -C "$dest"
+  | while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done \
+  | tar --null -cf - -T - | tar -xf - -C "$dest"
 cd "$dest"
 git init -q . && git add -A >/dev/null
 export PATH=$venv/bin:$PATH
