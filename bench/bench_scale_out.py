@@ -115,15 +115,18 @@ def fresh_new_node(inv, grown, workdir):
         raise SystemExit('recreating %s failed, see %s/up.log' % (NEW, workdir))
 
 
-def failed_between(records_path, start, end):
+def load_between(records_path, start, end):
+    """(requests, failed, longest refused window in s) of the load that started in [start, end)."""
     count = failed = 0
+    refused = 0.0
     with open(records_path, encoding='utf-8') as handle:
         for line in handle:
             record = json.loads(line)
             if start <= record['start'] < end:
                 count += 1
                 failed += 0 if record['ok'] else 1
-    return count, failed
+                refused = max(refused, record.get('refused_secs', 0.0))
+    return count, failed, refused
 
 
 def timed_run(mode, inv, grown, workdir, records):
@@ -152,7 +155,7 @@ def timed_run(mode, inv, grown, workdir, records):
     result['playbook'] = exited - start
     result['rc'] = proc.returncode
     result['router_restarted'] = router_started(PREFIX + '0') != router_before
-    result['requests'], result['failed'] = failed_between(records, wall_start, time.time())
+    result['requests'], result['failed'], result['refused'] = load_between(records, wall_start, time.time())
     result['log'] = log_path
     if proc.returncode != 0 or 'serving' not in result:
         raise SystemExit('%s run failed (rc %s), see %s' % (mode, proc.returncode, log_path))
@@ -168,7 +171,7 @@ def reset(inv, grown, workdir):
     fresh_new_node(inv, grown, workdir)
 
 
-def markdown(args, rows, started, load):
+def markdown(args, rows, started, load, loadavg):
     def med(mode, key):
         values = [r[key] for r in rows if r['mode'] == mode]
         return statistics.median(values), min(values)
@@ -187,22 +190,25 @@ def markdown(args, rows, started, load):
         'Fleet: 3 node containers (router + 2 prefill + 2 decode workers, the molecule `scale` topology), '
         'the new node a fresh container each run (image pulled from the local registry, ~400 MB). '
         'Load: %s. %s, %d CPUs, load average %.1f at the start. Median of %d run(s) each (min in brackets).' % (
-            load, platform.machine(), os.cpu_count(), os.getloadavg()[0], args.runs),
+            load, platform.machine(), os.cpu_count(), loadavg, args.runs),
         '',
-        '| run | until the new worker serves traffic (s) | ansible-playbook (s) | router restarted | failed requests |',
-        '|---|---:|---:|---|---:|',
-        '| `scale_out.yml -l %s` | %.1f (%.1f) | %.1f | %s | %d of %d |' % (
-            NEW, so_serving, so_min, so_play,
-            'yes' if any(r['router_restarted'] for r in rows if r['mode'] == 'scale_out') else 'no',
-            sum(r['failed'] for r in rows if r['mode'] == 'scale_out'),
-            sum(r['requests'] for r in rows if r['mode'] == 'scale_out')),
-        '| `site.yml` | %.1f (%.1f) | %.1f | %s | %d of %d |' % (
-            site_serving, site_min, site_play,
-            'yes' if any(r['router_restarted'] for r in rows if r['mode'] == 'site') else 'no',
-            sum(r['failed'] for r in rows if r['mode'] == 'site'),
-            sum(r['requests'] for r in rows if r['mode'] == 'site')),
+        '| run | until the new worker serves traffic (s) | ansible-playbook (s) | router restarted '
+        '| router refused connections for | failed requests |',
+        '|---|---:|---:|---|---:|---:|',
+    ]
+    for mode, label, serving, fastest, play in (
+            ('scale_out', '`scale_out.yml -l %s`' % NEW, so_serving, so_min, so_play),
+            ('site', '`site.yml`', site_serving, site_min, site_play)):
+        mine = [r for r in rows if r['mode'] == mode]
+        lines.append('| %s | %.1f (%.1f) | %.1f | %s | %.1f s | %d of %d |' % (
+            label, serving, fastest, play, 'yes' if any(r['router_restarted'] for r in mine) else 'no',
+            max(r['refused'] for r in mine), sum(r['failed'] for r in mine), sum(r['requests'] for r in mine)))
+    lines += [
         '',
-        'Ratio: site.yml / scale_out.yml until the new worker serves = **%.1fx**.' % (site_serving / so_serving),
+        'Ratio: site.yml / scale_out.yml until the new worker serves = **%.1fx**. Per run: %s.' % (
+            site_serving / so_serving, ', '.join('%s %.1f s' % (r['mode'], r['serving']) for r in rows)),
+        'A request refused at connect is sent again by the load generator (as a load balancer would), so the '
+        'router restart of site.yml shows as refused connections, not as failed requests.',
         '',
     ]
     return '\n'.join(lines)
@@ -217,6 +223,7 @@ def main():
     if args.runs < 1 or args.runs > 5:
         parser.error('--runs must be between 1 and 5')
     started = datetime.datetime.now(datetime.timezone.utc)
+    loadavg = os.getloadavg()[0]
     workdir = tempfile.mkdtemp(prefix='bench-scale-out-')
     inv, grown = make_inventory(workdir)
     log('work directory %s' % workdir)
@@ -242,8 +249,9 @@ def main():
                 row = timed_run(mode, inv, grown, workdir, records)
                 row['mode'] = mode
                 rows.append(row)
-                log('  serving after %.1f s, playbook %.1f s, router restarted: %s, failed %d of %d'
-                    % (row['serving'], row['playbook'], row['router_restarted'], row['failed'], row['requests']))
+                log('  serving after %.1f s, playbook %.1f s, router restarted: %s, refused up to %.1f s, failed %d of %d'
+                    % (row['serving'], row['playbook'], row['router_restarted'], row['refused'], row['failed'],
+                       row['requests']))
                 reset(inv, grown, workdir)
     finally:
         if load is not None:
@@ -252,7 +260,7 @@ def main():
         if not args.keep:
             log('removing the fleet')
             playbook([inv, grown], os.path.join(SCENARIO, 'destroy.yml'), log_path=os.path.join(workdir, 'destroy.log'))
-    text = markdown(args, rows, started, '8 chat completions/s (half streamed) through the router')
+    text = markdown(args, rows, started, '8 chat completions/s (half streamed) through the router', loadavg)
     print(text)
     if args.append:
         with open(args.append, 'a', encoding='utf-8') as handle:

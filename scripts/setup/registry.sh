@@ -43,8 +43,16 @@ YAML
 mkdir -p "/etc/docker/certs.d/$ADDR"
 cp "$DIR/ca.crt" "/etc/docker/certs.d/$ADDR/ca.crt"
 
-answers() { curl -s -o /dev/null -w '%{http_code}' --cacert "$DIR/ca.crt" "https://$ADDR/v2/" | grep -q 401; }
+# Ours answers 200 to our credentials; another checkout's registry answers 401.
+answers() {
+  curl -s -o /dev/null -w '%{http_code}' --cacert "$DIR/ca.crt" -u "sglang:$(cat "$DIR/password")" \
+    "https://$ADDR/v2/" 2>/dev/null | grep -q 200
+}
 if ! answers; then
+  if [ -s "$DIR/pid" ] && kill -0 "$(cat "$DIR/pid")" 2>/dev/null; then kill "$(cat "$DIR/pid")"; fi
+  # A registry of another checkout holding the address is stopped: one test registry per machine.
+  pkill -f "docker-registry serve .*/registry/config.yml" 2>/dev/null || true
+  sleep 1
   log "starting the registry on $ADDR"
   nohup docker-registry serve "$DIR/config.yml" >"$DIR/registry.log" 2>&1 &
   echo $! > "$DIR/pid"
