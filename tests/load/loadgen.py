@@ -284,6 +284,12 @@ def summarise(records: list[dict[str, Any]], windows: list[tuple[str, float, flo
         chosen = [r for r in records if start <= r["start"] < end]
         latencies = [r["latency"] for r in chosen if r["ok"]]
         p50, p99 = quantile(latencies, 0.50), quantile(latencies, 0.99)
+        by_kind = {}
+        for kind, streamed in (("plain", False), ("stream", True)):
+            kind_latencies = [r["latency"] for r in chosen if r["ok"] and r["stream"] is streamed]
+            for q in (50, 99):
+                value = quantile(kind_latencies, q / 100)
+                by_kind[f"{kind}_p{q}_ms"] = None if value is None else round(value * 1000, 1)
         rows.append({
             "phase": name,
             "requests": len(chosen),
@@ -295,17 +301,25 @@ def summarise(records: list[dict[str, Any]], windows: list[tuple[str, float, flo
             "p50_ms": None if p50 is None else round(p50 * 1000, 1),
             "p99_ms": None if p99 is None else round(p99 * 1000, 1),
             "errors": sorted({r["error"] for r in chosen if r["error"]})[:5],
+            **by_kind,
         })
     return rows
 
 
 def format_table(rows: list[dict[str, Any]]) -> str:
-    head = f"{'phase':<18}{'requests':>9}{'failed':>8}{'stream':>8}{'retried':>9}{'p50 ms':>9}{'p99 ms':>9}"
+    """Requests, failures, connect retries, the longest refused window and latency (all, plain, streamed) per phase."""
+    def ms(row: dict[str, Any], key: str) -> str:
+        return "-" if row[key] is None else f"{row[key]:.0f}"
+
+    head = (f"{'phase':<22}{'requests':>9}{'failed':>7}{'retried':>8}{'gap s':>7}{'p50 ms':>8}{'p99 ms':>8}"
+            f"{'plain p50/p99':>15}{'stream p50/p99':>16}")
     lines = [head, "-" * len(head)]
     for row in rows:
-        lines.append(f"{row['phase']:<18}{row['requests']:>9}{row['failed']:>8}{row['streamed']:>8}"
-                     f"{row['connect_retries']:>9}{row['p50_ms'] if row['p50_ms'] is not None else '-':>9}"
-                     f"{row['p99_ms'] if row['p99_ms'] is not None else '-':>9}")
+        lines.append(f"{row['phase']:<22}{row['requests']:>9}{row['failed']:>7}{row['connect_retries']:>8}"
+                     f"{row['max_refused_secs']:>7.1f}"
+                     f"{ms(row, 'p50_ms'):>8}{ms(row, 'p99_ms'):>8}"
+                     f"{ms(row, 'plain_p50_ms') + '/' + ms(row, 'plain_p99_ms'):>15}"
+                     f"{ms(row, 'stream_p50_ms') + '/' + ms(row, 'stream_p99_ms'):>16}")
         for error in row["errors"]:
             lines.append(f"    error: {error}")
     return "\n".join(lines)

@@ -99,6 +99,7 @@ def test_summary_buckets_requests_by_phase(tmp_path):
     assert (rows["one"]["requests"], rows["one"]["failed"], rows["one"]["p50_ms"], rows["one"]["p99_ms"]) == (2, 0, 100.0, 300.0)
     assert (rows["one"]["connect_retries"], rows["one"]["max_refused_secs"]) == (2, 0.4)
     assert (rows["two"]["requests"], rows["two"]["failed"], rows["two"]["errors"]) == (1, 1, ["HTTP 503: x"])
+    assert (rows["one"]["plain_p50_ms"], rows["one"]["stream_p99_ms"], rows["two"]["plain_p50_ms"]) == (100.0, 300.0, None)
     assert rows["all"]["requests"] == 4
     assert "one" in loadgen.format_table(list(rows.values()))
 
