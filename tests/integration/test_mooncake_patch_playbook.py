@@ -2,8 +2,8 @@
 
 A real engine build needs a ROCm toolchain, which is not here: the build part is
 tested by rendering build-engine.sh.j2 through the role (mooncake_patch_render_only)
-and running the rendered script against a stub `cmake`. Running it in a builder
-container is left to a builder-image orchestration test (the hook is
+and running the rendered script against a stub `cmake`. Running a build in a builder
+container is tested in test_mooncake_build_container.py (the hook is
 mooncake_patch_build_script: any template whose script leaves one engine*.so in
 the output directory).
 """
