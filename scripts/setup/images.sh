@@ -56,7 +56,7 @@ digest_tampered=$(docker image inspect --format '{{range .RepoDigests}}{{println
   | grep "^$REPO_NAME@" | head -n1 | cut -d@ -f2)
 
 md5_in() {  # md5 of a file inside an image, read at set-up (the roles use image_artifacts)
-  docker run --rm --entrypoint md5sum "$REPO_NAME@$digest" "$1" | cut -d' ' -f1
+  docker run --rm --entrypoint md5sum "$REPO_NAME@${2:-$digest}" "$1" | cut -d' ' -f1
 }
 router_so=$SITE/sglang_router/sglang_router_rs.abi3.so
 mkdir -p "$(dirname "$GENERATED")"
@@ -83,5 +83,13 @@ sglang_pd_image_artifacts:
     text_count:
       - pattern: prefill_group_ids
         count: 0
+YAML
+cat >> "$GENERATED" <<YAML
+# The manifest of the next image (for upgrade tests): its engine fixture differs.
+sglang_pd_image_artifacts_next:
+  - path: "$router_so"
+    md5: "$(md5_in "$router_so" "$digest_v2")"
+  - path: "$engine_so"
+    md5: "$(md5_in "$engine_so" "$digest_v2")"
 YAML
 log "wrote $GENERATED (digest $digest)"
