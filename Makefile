@@ -3,8 +3,10 @@ SHELL := /bin/bash
 VENV ?= $(CURDIR)/.venv
 export PATH := $(VENV)/bin:$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+# The images set-up builds (SGLANG_PD_BASE_IMAGE, SGLANG_PD_NODE_IMAGE), for molecule and pytest.
+$(foreach name,$(shell bash scripts/setup/image_names.sh),$(eval export $(name)))
 
-.PHONY: demo demo-down test setup lint build unit sanity molecule bench clean
+.PHONY: demo demo-down test setup lint build unit sanity molecule molecule-% bench clean
 
 setup:
 	bash scripts/setup/all.sh
@@ -38,6 +40,9 @@ sanity:
 molecule:
 	molecule test --all
 	molecule check -s hosts
+
+molecule-%:  # one scenario: make molecule-hosts
+	molecule test -s $*
 
 bench: setup
 	python bench/run.py

@@ -13,8 +13,8 @@ On one image and the same files, side by side in one run:
 * floor     - plain ``md5sum`` of the same files already on local disk.
 
 The image is made here without pulling anything: a container is created (never
-started) from a runnable base image (default ``sglang-pd-test/debian-base:12`` or
-``:latest``, which the set-up builds), the files are copied in with the archive
+started) from a runnable base image (default: the Debian base image that set-up builds,
+as scripts/setup/image_names.sh names it), the files are copied in with the archive
 API and the container is committed. Everything is removed afterwards.
 
 Usage (from the repository root):
@@ -41,12 +41,14 @@ import time
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 sys.path.insert(0, os.path.join(REPO, '.cache', 'collections'))
+sys.path.insert(0, os.path.join(REPO, 'tests'))
 
 import docker  # noqa: E402 pylint: disable=wrong-import-position
 
 from ansible_collections.mindverse.sglang_pd.plugins.module_utils import (  # noqa: E402 pylint: disable=wrong-import-position
     _image_artifacts as ia,
 )
+from image_names import setup_image  # noqa: E402 pylint: disable=wrong-import-position
 
 SITE = '/opt/venv/lib/python3.10/site-packages'
 PATTERN = 'prefill_group_ids'
@@ -57,7 +59,6 @@ FILES = [
     (SITE + '/sglang/srt/mem_cache/cp_layersplit_pool.py', 14 * 1024, 'text'),
 ]
 ROUTER_PY = (SITE + '/sglang_router/router.py', 24 * 1024, 'text')
-DEFAULT_BASES = ['sglang-pd-test/debian-base:12', 'sglang-pd-test/debian-base:latest']
 
 
 def content(path, size, kind, scale):
@@ -112,7 +113,8 @@ def run(cmd):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n', maxsplit=1)[0])
-    parser.add_argument('--base', help='runnable base image with md5sum and grep (default: %s)' % ' or '.join(DEFAULT_BASES))
+    parser.add_argument('--base', default=setup_image('SGLANG_PD_BASE_IMAGE'),
+                        help='runnable base image with md5sum and grep (default: %(default)s)')
     parser.add_argument('--repeat', type=int, default=5, help='runs per method; the median is reported')
     parser.add_argument('--scale', type=float, default=1.0, help='scale the .so sizes (1.0 = production sizes)')
     parser.add_argument('--append', help='append the Markdown result to this file')
@@ -120,12 +122,9 @@ def main(argv=None):
 
     client = docker.from_env(timeout=600)
     base = args.base
-    if not base:
-        base = next((b for b in DEFAULT_BASES if ia.get_local_image(client, b) is not None), None)
-    if base is None or ia.get_local_image(client, base) is None:
+    if ia.get_local_image(client, base) is None:
         sys.exit('No runnable base image (%s) on this Docker host: the seed\'s way needs one that '
-                 'has md5sum and grep. Run the set-up (scripts/setup/base_image.sh) or pass --base.'
-                 % (base or ' / '.join(DEFAULT_BASES)))
+                 'has md5sum and grep. Run the set-up (make setup) or pass --base.' % base)
 
     load = os.getloadavg()[0]
     specs = FILES + [ROUTER_PY]

@@ -2,7 +2,7 @@
 # Build the Debian 12 base image with debootstrap from the mirror the machine's apt
 # sources name. Reused when it already exists.
 source "$(dirname "$0")/lib.sh"
-IMAGE=${BASE_IMAGE:-sglang-pd-test/debian-base:12}
+IMAGE=$SGLANG_PD_BASE_IMAGE
 if image_exists "$IMAGE"; then log "$IMAGE exists"; exit 0; fi
 mirror=$(debian_mirror)
 root=$(mktemp -d "$CACHE/rootfs.XXXX")

@@ -2,9 +2,8 @@
 # Build the fleet node image and the test serving image, push the serving image to the
 # local registry, and write its digest and checksums into the local inventory.
 source "$(dirname "$0")/lib.sh"
-BASE=${BASE_IMAGE:-sglang-pd-test/debian-base:12}
-# Tagged by the Dockerfile's content, so a changed Dockerfile builds a new image.
-NODE=${NODE_IMAGE:-sglang-pd-test/node:$(sha256sum "$REPO/tests/images/node/Dockerfile" | cut -c1-12)}
+BASE=$SGLANG_PD_BASE_IMAGE
+NODE=$SGLANG_PD_NODE_IMAGE
 ADDR=$(cat "$CACHE/registry/address")
 REPO_NAME=${TEST_IMAGE_REPO:-$ADDR/mindverse/sglang}
 PYVER=3.11
@@ -16,7 +15,6 @@ if ! image_exists "$NODE"; then
   docker build -q --build-arg BASE="$BASE" -t "$NODE" "$REPO/tests/images/node" >"$CACHE/node-build.log" 2>&1 \
     || { tail -n 30 "$CACHE/node-build.log"; exit 1; }
 fi
-docker tag "$NODE" sglang-pd-test/node:latest
 
 # Build context of the test image: pinned router wheels (downloaded once) and the stand-in.
 ctx=$CACHE/images/sglang

@@ -6,6 +6,8 @@ CACHE=${SGLANG_PD_CACHE:-$REPO/.cache}
 VENV=${VENV:-$REPO/.venv}
 export PATH=$VENV/bin:$PATH
 mkdir -p "$CACHE"
+# SGLANG_PD_BASE_IMAGE and SGLANG_PD_NODE_IMAGE (one place: image_names.sh).
+while IFS= read -r __name; do export "${__name?}"; done < <(bash "$REPO/scripts/setup/image_names.sh")
 
 log() { printf '[setup] %s\n' "$*" >&2; }
 

@@ -15,3 +15,6 @@ if not os.path.exists(_LINK):
 
 if COLLECTIONS not in sys.path:
     sys.path.insert(0, COLLECTIONS)
+# tests/image_names.py: the images set-up builds.
+if os.path.join(REPO, 'tests') not in sys.path:
+    sys.path.insert(0, os.path.join(REPO, 'tests'))

@@ -14,9 +14,10 @@ import subprocess
 
 import pytest
 
+from image_names import setup_image
 from test_mooncake_patch_playbook import FIXTURES, play
 
-BUILDER = 'sglang-pd-test/debian-base:12'
+BUILDER = setup_image('SGLANG_PD_BASE_IMAGE')
 ENGINE = 'engine.cpython-310-x86_64-linux-gnu.so'
 CONTENT = 'fixture engine built from a patched tree\n'
 

@@ -18,7 +18,7 @@ ansible_runner = pytest.importorskip('ansible_runner')
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
 GENERATED = os.path.join(REPO, 'inventories', 'local', 'group_vars', 'all', 'generated.yml')
-TARGET = 'sglang-pd-test/unified:engine-check'
+TARGET = 'sglang-pd-scratch/unified:engine-check'  # never built: the test asserts it
 LFS_POINTER = ('version https://git-lfs.github.com/spec/v1\n'
                'oid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\n'
                'size 70254592\n')
