@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import posixpath
 import re
 import shlex
 from collections.abc import Mapping
@@ -61,6 +62,9 @@ FIXED_WORKER_OPTIONS = {
     "node_rank": "sglang_pd_worker_group",
 }
 # Environment groups of a worker, merged in this order (later wins).
+# Set in every container the roles start unless sglang_worker_hub_offline /
+# sglang_router_hub_offline is false: nothing in a fleet downloads from a model hub.
+HUB_OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 WORKER_ENV_VARS = ("rocm_env", "nccl_env", "mooncake_env", "pd_env", "extra_env")
 
 # Router options that have their own role variable (sglang_router_<option>).
@@ -71,7 +75,7 @@ ROUTER_OPTION_VARS = (
     "health_check_endpoint", "health_check_interval_secs", "health_check_timeout_secs",
     "health_failure_threshold", "health_success_threshold",
     "retry_max_retries", "retry_initial_backoff_ms", "retry_max_backoff_ms", "disable_retries",
-    "log_level",
+    "log_level", "tokenizer_path",
 )
 ROUTER_API_KEY_ENV = "SGLANG_ROUTER_API_KEY"
 ROUTER_CP_KEY_ENV = "SGLANG_ROUTER_CONTROL_PLANE_API_KEY_{}"
@@ -393,12 +397,12 @@ def _env_value(value):
 
 
 def worker_env(worker, role_vars):
-    """Container environment of one worker: ROCm/AITER, RCCL, Mooncake, PD, extra, own.
+    """Container environment of one worker: hub offline, ROCm/AITER, RCCL, Mooncake, PD, extra, own.
 
     With ``sglang_worker_gpu_isolation: visible_devices`` (default) a worker given
     ``gpus`` also gets ``HIP_VISIBLE_DEVICES``. A value of null removes a variable.
     """
-    env = {}
+    env = dict(HUB_OFFLINE_ENV) if _var(role_vars, "sglang_worker_", "hub_offline", True) else {}
     for suffix in WORKER_ENV_VARS:
         env.update(role_vars.get("sglang_worker_" + suffix) or {})
     env.update(worker.get("env") or {})
@@ -489,9 +493,52 @@ def router_launch(prefills, decodes, role_vars, address, supported=None):
         "options": options,
         "dropped": dropped,
         "missing_secret_flags": missing,
-        "env": {str(k): _env_value(v) for k, v in (role_vars.get("sglang_router_env") or {}).items() if v is not None},
+        "env": router_env(role_vars),
         "secret_env": secret_env,
     }
+
+
+def router_env(role_vars):
+    """Container environment of the router: hub offline unless turned off, then sglang_router_env."""
+    env = dict(HUB_OFFLINE_ENV) if _var(role_vars, "sglang_router_", "hub_offline", True) else {}
+    env.update(role_vars.get("sglang_router_env") or {})
+    return {str(k): _env_value(v) for k, v in env.items() if v is not None}
+
+
+def _holding_volume(container_path, volumes):
+    """``(volume, source, target)`` of the bind mount that holds CONTAINER_PATH (the deepest), or None."""
+    if not container_path:
+        return None
+    path = posixpath.normpath(str(container_path))
+    best = None
+    for volume in volumes or []:
+        parts = str(volume).split(":")
+        if len(parts) < 2 or not parts[0].startswith("/"):
+            continue
+        source, target = posixpath.normpath(parts[0]), posixpath.normpath(parts[1])
+        if path == target or path.startswith(target.rstrip("/") + "/"):
+            if best is None or len(target) > len(best[2]):
+                best = (str(volume), source, target)
+    return best
+
+
+def volume_host_path(container_path, volumes):
+    """Where CONTAINER_PATH lies on the host, through Docker ``--volume`` values ``SRC:DST[:OPTS]``.
+
+    None when no bind mount (a SRC that starts with ``/``) holds the path: it is then in
+    the image or on a named volume, and cannot be checked on the host.
+    """
+    found = _holding_volume(container_path, volumes)
+    if found is None:
+        return None
+    rest = posixpath.relpath(posixpath.normpath(str(container_path)), found[2])
+    return found[1] if rest == "." else posixpath.join(found[1], rest)
+
+
+def volumes_holding(volumes, container_path):
+    """The one bind mount of VOLUMES that holds CONTAINER_PATH, as a list (empty when none)."""
+    found = _holding_volume(container_path, volumes)
+    return [found[0]] if found else []
 
 
 def router_help_flags(text):
@@ -580,6 +627,8 @@ class FilterModule:
             "sglang_router_argv": sglang_router_argv,
             "sglang_router_launch": router_launch,
             "sglang_router_help_flags": router_help_flags,
+            "volume_host_path": volume_host_path,
+            "volumes_holding": volumes_holding,
             "docker_run_options": docker_run_options,
             "docker_run_argv": docker_run_argv,
             "shell_join": shell_join,

@@ -72,6 +72,8 @@ sglang_pd_image_digest_next: "$digest_v2"
 sglang_pd_image_digest_tampered: "$digest_tampered"
 sglang_pd_python_site_packages: "$SITE"
 fleet_node_image: "$NODE"
+# The stand-in model directories (tests/fleet/up.yml writes them; nodes mount them read-only).
+fleet_models_dir: "$CACHE/models"
 sglang_pd_image_artifacts:
   - path: "$router_so"
     md5: "$(md5_in "$router_so")"

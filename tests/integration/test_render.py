@@ -176,6 +176,23 @@ def test_router_metrics_are_not_on_every_interface(rendered):
             assert option(spec['argv'], '--prometheus-host') == [spec['url'].split('//')[1].split(':')[0]]
 
 
+def test_router_reads_the_workers_tokenizer_locally_and_offline(rendered):
+    """--tokenizer-path is the workers' model path, mounted from the same host directory."""
+    _inventory, _out, services = rendered
+    workers = [s for s in services.values() if s['role'] == 'sglang_worker']
+    model_paths = {option(s['argv'], '--model-path')[0] for s in workers}
+    assert len(model_paths) == 1
+    model_path = model_paths.pop()
+    worker_mounts = {v for s in workers for v in option(s['docker_args'], '--volume')}
+    for spec in services.values():
+        assert spec['env'].get('HF_HUB_OFFLINE') == '1' and spec['env'].get('TRANSFORMERS_OFFLINE') == '1'
+        if spec['role'] == 'sglang_router':
+            assert option(spec['argv'], '--tokenizer-path') == [model_path]
+            mounts = option(spec['docker_args'], '--volume')
+            assert len(mounts) == 1 and mounts[0] in worker_mounts
+            assert model_path.startswith(mounts[0].split(':')[1].rstrip('/') + '/')
+
+
 def test_api_keys_are_redacted_in_the_render(tmp_path):
     out = render(tmp_path, 'example-1p3d', {'sglang_router_api_key': 'hunter2-secret'})
     spec = load(out)[('pd-node-1', 'sglang-router')]

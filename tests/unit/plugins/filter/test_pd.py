@@ -239,7 +239,15 @@ def test_multi_node_flags():
 def test_worker_env_layers():
     worker = _prefill(env={"NCCL_DEBUG": "INFO", "MC_DISABLE_HIP": None})
     env = pd.worker_env(worker, rv(extra_env={"SGLANG_USE_AITER": False, "X": 1}))
-    assert env == {"SGLANG_USE_AITER": "0", "NCCL_MIN_NCHANNELS": "112", "NCCL_DEBUG": "INFO", "X": "1"}
+    assert env == {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+                   "SGLANG_USE_AITER": "0", "NCCL_MIN_NCHANNELS": "112", "NCCL_DEBUG": "INFO", "X": "1"}
+
+
+def test_worker_env_is_hub_offline_unless_the_inventory_says_otherwise():
+    worker = _prefill()
+    assert pd.worker_env(worker, rv(hub_offline=False)).get("HF_HUB_OFFLINE") is None
+    assert "TRANSFORMERS_OFFLINE" not in pd.worker_env(worker, rv(extra_env={"TRANSFORMERS_OFFLINE": None}))
+    assert pd.worker_env(worker, rv(extra_env={"HF_HUB_OFFLINE": "0"}))["HF_HUB_OFFLINE"] == "0"
 
 
 # --------------------------------------------------------------------------- router
@@ -268,7 +276,22 @@ def test_router_launch_lists_every_worker_with_its_bootstrap_port():
                           "--decode", "http://10.0.0.2:30200", "--policy"]
     assert argv[argv.index("--prometheus-host") + 1] == "10.0.0.2"
     assert argv[argv.index("--port") + 1] == "30000"
-    assert launch["env"] == {"RUST_LOG": "info"} and launch["secret_env"] == {}
+    assert launch["env"] == {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "RUST_LOG": "info"}
+    assert launch["secret_env"] == {}
+
+
+def test_router_env_is_hub_offline_unless_the_inventory_says_otherwise():
+    assert pd.router_env(dict(ROUTER_VARS, sglang_router_hub_offline=False)) == {"RUST_LOG": "info"}
+    assert pd.router_env(dict(ROUTER_VARS, sglang_router_env={"HF_HUB_OFFLINE": None})) == {"TRANSFORMERS_OFFLINE": "1"}
+
+
+def test_router_loads_its_tokenizer_from_the_given_path():
+    prefills, decodes = _router_workers()
+    launch = pd.router_launch(prefills, decodes, dict(ROUTER_VARS, sglang_router_tokenizer_path="/models/m"), "10.0.0.2")
+    assert launch["argv"][launch["argv"].index("--tokenizer-path") + 1] == "/models/m"
+    supported = {"flags": ["--pd-disaggregation", "--prefill", "--decode", "--port", "--policy", "--host"]}
+    launch = pd.router_launch(prefills, decodes, dict(ROUTER_VARS, sglang_router_tokenizer_path="/models/m"), "10.0.0.2", supported)
+    assert "--tokenizer-path" not in launch["argv"] and "--tokenizer-path" in launch["dropped"]
 
 
 def test_router_launch_leaves_out_what_the_router_lacks():
@@ -359,3 +382,22 @@ def test_filters_are_registered():
                  "sglang_router_help_flags", "docker_run_options", "docker_run_argv", "shell_join", "env_file", "redact"):
         assert callable(names[name])
     assert json.loads(pd.ib_device_arg({"1": "b", "0": "a"})) == {"0": "a", "1": "b"}
+
+
+@pytest.mark.parametrize("path, volumes, expected", [
+    ("/models/glm", ["/mnt/nvme/models:/models:ro"], "/mnt/nvme/models/glm"),
+    ("/models", ["/mnt/nvme/models:/models"], "/mnt/nvme/models"),
+    ("/models/glm/", ["/data:/", "/mnt/m:/models:ro"], "/mnt/m/glm"),
+    ("/models/glm", ["/mnt/m:/mod:ro"], None),
+    ("/models/glm", ["hfcache:/models"], None),
+    ("/models/glm", [], None),
+    (None, ["/a:/b"], None),
+])
+def test_volume_host_path(path, volumes, expected):
+    assert pd.volume_host_path(path, volumes) == expected
+
+
+def test_volumes_holding_keeps_only_the_model_mount():
+    volumes = ["/mnt/nvme/models:/models:ro", "/mnt/nvme/cache:/root/.cache", "hf:/hf"]
+    assert pd.volumes_holding(volumes, "/models/glm") == ["/mnt/nvme/models:/models:ro"]
+    assert pd.volumes_holding(volumes, "/srv/glm") == [] and pd.volumes_holding(volumes, None) == []
