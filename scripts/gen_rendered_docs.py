@@ -56,7 +56,9 @@ def markdown(inventory, render_dir):
 
 
 def render(inventory, render_dir):
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, 'ansible.cfg'), ANSIBLE_NOCOLOR='true')
+    # The example inventories read the router's key from the environment; the render redacts it.
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, 'ansible.cfg'), ANSIBLE_NOCOLOR='true',
+               SGLANG_ROUTER_API_KEY=os.environ.get('SGLANG_ROUTER_API_KEY') or 'rendered-docs-key')
     subprocess.run(['ansible-playbook', os.path.join(REPO, 'playbooks', 'render.yml'),
                     '-i', os.path.join(REPO, 'inventories', inventory), '-e', 'render_dir=' + render_dir],
                    check=True, cwd=REPO, env=env, stdout=subprocess.DEVNULL)

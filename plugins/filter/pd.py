@@ -78,6 +78,9 @@ ROUTER_OPTION_VARS = (
     "log_level", "tokenizer_path",
 )
 ROUTER_API_KEY_ENV = "SGLANG_ROUTER_API_KEY"
+# The router's static membership (--prefill URL PORT ... --decode URL ...), in an env file of
+# its own so that a scale operation rewrites it from the plan without touching the command.
+ROUTER_WORKERS_ENV = "SGLANG_PD_ROUTER_WORKERS"
 ROUTER_CP_KEY_ENV = "SGLANG_ROUTER_CONTROL_PLANE_API_KEY_{}"
 
 
@@ -426,16 +429,40 @@ def sglang_server_argv(worker, options, extra_args=None, python="python"):
     return argv
 
 
-def sglang_router_argv(prefills, decodes, options, extra_args=None, python="python"):
-    """The ``python -m sglang_router.launch_router --pd-disaggregation`` command line."""
-    argv = [python, "-m", "sglang_router.launch_router", "--pd-disaggregation"]
+def router_membership(prefills, decodes):
+    """The router's worker arguments: ``--prefill URL BOOTSTRAP_PORT`` ..., ``--decode URL`` ..."""
+    argv = []
     for worker in prefills:
         argv += ["--prefill", worker["url"], str(worker["bootstrap_port"])]
     for worker in decodes:
         argv += ["--decode", worker["url"]]
+    return argv
+
+
+def sglang_router_argv(prefills, decodes, options, extra_args=None, python="python"):
+    """The ``python -m sglang_router.launch_router --pd-disaggregation`` command line, workers inline."""
+    argv = [python, "-m", "sglang_router.launch_router", "--pd-disaggregation"]
+    argv += router_membership(prefills, decodes)
     argv += cli_options(options)
     argv += [str(a) for a in (extra_args or [])]
     return argv
+
+
+def router_worker_spec(worker):
+    """A ``pd_workers`` item as the router's worker API takes it: ``{url, worker_type, bootstrap_port}``."""
+    try:
+        mode, url = worker["mode"], worker["url"]
+    except (KeyError, TypeError) as exc:
+        raise AnsibleFilterError(f"expected a worker with 'mode' and 'url' (pd_workers filter), got {worker!r}") from exc
+    spec = {"url": url, "worker_type": mode}
+    if mode == "prefill" and worker.get("bootstrap_port") is not None:
+        spec["bootstrap_port"] = int(worker["bootstrap_port"])
+    return spec
+
+
+def router_workers_env(prefills, decodes):
+    """The env file content that gives the router its workers at start (``ROUTER_WORKERS_ENV``)."""
+    return {ROUTER_WORKERS_ENV: " ".join(router_membership(prefills, decodes))}
 
 
 def router_port(role_vars, hostvars_one=None):
@@ -446,13 +473,29 @@ def router_port(role_vars, hostvars_one=None):
     return DEFAULT_ROUTER_PORT
 
 
+def image_reference(repository, digest):
+    """``REPOSITORY@sha256:DIGEST``: the one place an image reference is built."""
+    if not repository or not digest:
+        raise AnsibleFilterError("an image reference needs sglang_pd_image_repository and sglang_pd_image_digest")
+    return f"{repository}@{digest}"
+
+
+def router_url(hostvars_one, host):
+    """The URL of the router on HOST, from the inventory: its service address and router port."""
+    address = service_address(hostvars_one, host)
+    if ":" in address and not address.startswith("["):
+        address = f"[{address}]"
+    return f"http://{address}:{router_port(hostvars_one, hostvars_one)}"
+
+
 def router_launch(prefills, decodes, role_vars, address, supported=None):
-    """Command line, environment and secrets of the router, from the sglang_router_* variables.
+    """Command line, environment, membership and secrets of the router, from the sglang_router_* variables.
 
     ``supported`` is the router's flag list as detected from the image (``{"flags":
     [...]}``) or None when unknown (render): options whose flag the router lacks are
-    left out and listed in ``dropped``. API keys go into ``secret_env`` (an env file of
-    their own) and reach the router through ``sh -c``, never as literal arguments.
+    left out and listed in ``dropped``. The workers go into ``workers_env`` and API keys into
+    ``secret_env`` (env files of their own); both reach the router through ``sh -c``, so
+    neither is a literal argument of the command.
     """
     options = {}
     for suffix in ROUTER_OPTION_VARS:
@@ -471,7 +514,7 @@ def router_launch(prefills, decodes, role_vars, address, supported=None):
                 dropped.append(_flag(key))
                 del options[key]
     python = _var(role_vars, "sglang_router_", "python", "python")
-    argv = sglang_router_argv(prefills, decodes, options, role_vars.get("sglang_router_extra_args"), python)
+    argv = sglang_router_argv([], [], options, role_vars.get("sglang_router_extra_args"), python)
     secret_env, secret_args, missing = {}, [], []
     api_key = role_vars.get("sglang_router_api_key")
     if api_key:
@@ -486,10 +529,13 @@ def router_launch(prefills, decodes, role_vars, address, supported=None):
             secret_args.append(f'"${name}"')
     if flags is not None:
         missing = [f for f in secret_args if f.startswith("--") and f not in flags]
-    if secret_args:
-        argv = ["sh", "-c", 'exec "$@" ' + " ".join(secret_args), "sglang-router"] + argv
+    # The workers come from their env file (router_workers_env), the keys from the secret
+    # one: the shell expands both inside the container.
+    argv = ["sh", "-c", " ".join(['exec "$@"', f"${ROUTER_WORKERS_ENV}"] + secret_args), "sglang-router"] + argv
     return {
         "argv": argv,
+        "workers": router_membership(prefills, decodes),
+        "workers_env": router_workers_env(prefills, decodes),
         "options": options,
         "dropped": dropped,
         "missing_secret_flags": missing,
@@ -625,6 +671,10 @@ class FilterModule:
             "sglang_worker_launch": worker_launch,
             "sglang_server_argv": sglang_server_argv,
             "sglang_router_argv": sglang_router_argv,
+            "sglang_router_workers_env": router_workers_env,
+            "router_url": router_url,
+            "image_reference": image_reference,
+            "router_worker_spec": router_worker_spec,
             "sglang_router_launch": router_launch,
             "sglang_router_help_flags": router_help_flags,
             "volume_host_path": volume_host_path,

@@ -463,7 +463,7 @@ def pd_check_image(hostvars, hosts):
                 host, "sglang_pd_image_repository", repository, "the repository must be given without a digest",
                 "write the registry and repository only, e.g. myacr.azurecr.io/mindverse/sglang, and the digest "
                 "in sglang_pd_image_digest"))
-        for name in ("sglang_worker_image", "sglang_router_image", "sglang_image_digest"):
+        for name in ("sglang_worker_image", "sglang_router_image"):
             if name not in names:
                 continue
             value = _get(one, name, problems, host)
@@ -956,6 +956,12 @@ def pd_check_router(model):
                                              f"the metrics would listen on the service address {prometheus}, which is not an IP address",
                                              "write sglang_router_prometheus_host (an IP address of this host; 0.0.0.0 exposes "
                                              "them on every interface), or set sglang_pd_service_address to an IP"))
+        if not str(role_vars.get("sglang_router_api_key") or "").strip() \
+                and role_vars.get("sglang_router_allow_unauthenticated") is not True:
+            problems.append(_problem(host, "sglang_router_api_key", "", "empty: anyone who reaches the router could send "
+                                     "requests and add or remove its workers (POST and DELETE /workers)",
+                                     "set sglang_router_api_key (from a vault or a lookup, never in plain text), or "
+                                     "sglang_router_allow_unauthenticated: true to run without a key knowingly"))
         options = role_vars.get("sglang_router_options") or {}
         for key in ("api_key", "control_plane_api_keys"):
             if key in options:
@@ -982,7 +988,7 @@ def pd_check_router(model):
             elif any(":" in str(key[k]) for k in ("id", "name", "role", "key")):
                 problems.append(_problem(host, f"sglang_router_control_plane_api_keys[{index}]", shown,
                                          "the router splits id:name:role:key on colons", "remove the colons"))
-        argv = launch["argv"]
+        argv = " ".join(launch["workers_env"].values()).split()
         told = {}
         for i, token in enumerate(argv):
             if token == "--prefill" and i + 2 < len(argv):

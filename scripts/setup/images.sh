@@ -57,6 +57,9 @@ md5_in() {  # md5 of a file inside an image, read at set-up (the roles use image
   docker run --rm --entrypoint md5sum "$REPO_NAME@${2:-$digest}" "$1" | cut -d' ' -f1
 }
 router_so=$SITE/sglang_router/sglang_router_rs.abi3.so
+# The router's API key: the local fleet runs with authentication on, as production does.
+ROUTER_KEY_FILE=$CACHE/router-api-key
+[ -s "$ROUTER_KEY_FILE" ] || (umask 077 && openssl rand -hex 24 > "$ROUTER_KEY_FILE")
 mkdir -p "$(dirname "$GENERATED")"
 umask 077
 cat > "$GENERATED" <<YAML
@@ -71,6 +74,9 @@ sglang_pd_image_digest: "$digest"
 sglang_pd_image_digest_next: "$digest_v2"
 sglang_pd_image_digest_tampered: "$digest_tampered"
 sglang_pd_python_site_packages: "$SITE"
+# The router's API key, read from its 0600 file on the controller (never written here).
+fleet_router_api_key_file: "$ROUTER_KEY_FILE"
+sglang_router_api_key: "{{ lookup('ansible.builtin.file', fleet_router_api_key_file) }}"
 fleet_node_image: "$NODE"
 # The stand-in model directories (tests/fleet/up.yml writes them; nodes mount them read-only).
 fleet_models_dir: "$CACHE/models"

@@ -53,6 +53,7 @@ def write_inventory(tmp_path):
 
 def run(args):
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, 'ansible.cfg'), ANSIBLE_NOCOLOR='true',
+               SGLANG_ROUTER_API_KEY='router-key-4c1e9b',
                ANSIBLE_INVENTORY_ENABLED='ansible.builtin.yaml,ansible.builtin.constructed',
                PATH=VENV_BIN + os.pathsep + os.environ.get('PATH', ''))
     return subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True, check=False)
@@ -79,8 +80,8 @@ def test_preflight_takes_the_address_inside_the_cluster_cidr(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     with open(render_dir / 'mindverse-pd_1' / 'sglang-router.json', encoding='utf-8') as handle:
         router = json.load(handle)
-    argv = router['argv']
-    assert argv[argv.index('--prefill') + 1:argv.index('--prefill') + 3] == ['http://10.0.0.4:30100', '8998']
-    assert sorted(argv[i + 1] for i, token in enumerate(argv) if token == '--decode') == [
+    workers, argv = router['workers'], router['argv']
+    assert workers[workers.index('--prefill') + 1:workers.index('--prefill') + 3] == ['http://10.0.0.4:30100', '8998']
+    assert sorted(workers[i + 1] for i, token in enumerate(workers) if token == '--decode') == [
         'http://10.0.0.5:30200', 'http://10.0.0.6:30200']
     assert argv[argv.index('--prometheus-host') + 1] == '10.0.0.5'

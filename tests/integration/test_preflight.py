@@ -21,6 +21,7 @@ import yaml
 
 ansible_runner = pytest.importorskip('ansible_runner')
 
+ROUTER_KEY = 'router-key-4c1e9b'
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
 VENV_BIN = os.path.dirname(sys.executable)
 PREFLIGHT_PLAY = 'Validate the inventory before anything changes'
@@ -51,6 +52,7 @@ def base():
                 'sglang_pd_model_path': '/models/glm-5.2-fp8',
                 'sglang_pd_served_model_name': 'glm-5.2-fp8',
                 'sglang_pd_cluster_cidr': '10.0.0.0/16',
+                'sglang_router_api_key': "{{ lookup('ansible.builtin.env', 'SGLANG_ROUTER_API_KEY') }}",
             },
             'children': {
                 'sglang_pd': {
@@ -93,6 +95,8 @@ def run(tmp_path, inventory, extravars=None, cmdline=None, playbook='site.yml'):
         envvars={
             'ANSIBLE_CONFIG': os.path.join(REPO, 'ansible.cfg'),
             'ANSIBLE_COLLECTIONS_PATH': os.path.join(REPO, '.cache', 'collections'),
+            # The example inventories read the router's key from the environment.
+            'SGLANG_ROUTER_API_KEY': ROUTER_KEY,
             'ANSIBLE_LOCALHOST_WARNING': 'false',
             'ANSIBLE_NOCOLOR': 'true',
             'ANSIBLE_HOST_KEY_CHECKING': 'false',
@@ -170,6 +174,12 @@ CASES = [
     ('string-boolean-extra-vars', None, {'sglang_worker_enable_dp_attention': 'true'},
      ['sglang_worker_enable_dp_attention = "true": a string, not a boolean',
       '''-e '{"sglang_worker_enable_dp_attention": true}\'''']),
+    ('router-without-key', set_all(sglang_router_api_key=''), None,
+     ['d0: sglang_router_api_key = "": empty: anyone who reaches the router could send requests',
+      'sglang_router_allow_unauthenticated: true']),
+    ('old-digest-variable', None, {'sglang_image_digest': DIGEST},
+     ['sglang_image_digest', 'this variable was removed or renamed',
+      'rolling_upgrade.yml -e sglang_pd_image_digest=sha256:']),
     ('removed-variable', set_all(sglang_worker_env={'SGLANG_USE_AITER': '1'}), None,
      ['sglang_worker_env = {"SGLANG_USE_AITER": "1"}: this variable was removed or renamed',
       'write sglang_worker_rocm_env, sglang_worker_nccl_env']),
@@ -295,6 +305,13 @@ def test_secrets_are_not_echoed(tmp_path):
     assert result.rc != 0
     assert 'hunter2' not in result.stdout
     assert 'hunter2' not in str(result.events)
+
+
+def test_a_router_without_key_passes_only_when_allowed_explicitly(tmp_path):
+    inventory = copy.deepcopy(base())
+    set_all(sglang_router_api_key='', sglang_router_allow_unauthenticated=True)(inventory)
+    result = run(tmp_path, inventory, cmdline='--tags sglang_pd_nothing_else')
+    assert result.rc == 0, result.stdout
 
 
 def test_valid_inventory_passes_and_is_checked_once_per_run(tmp_path):

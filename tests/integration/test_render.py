@@ -22,6 +22,7 @@ from ansible_collections.mindverse.sglang_pd.plugins.filter import pd_checks
 
 ansible_runner = pytest.importorskip('ansible_runner')
 
+ROUTER_KEY = 'router-key-4c1e9b'
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
 VENV_BIN = os.path.dirname(sys.executable)
 ALLOWLIST = pd_checks.load_allowlist('0.5.14')
@@ -54,6 +55,8 @@ def render(tmp_path, inventory, extravars=None):
         envvars={
             'ANSIBLE_CONFIG': os.path.join(REPO, 'ansible.cfg'),
             'ANSIBLE_COLLECTIONS_PATH': os.path.join(REPO, '.cache', 'collections'),
+            # The example inventories read the router's key from the environment.
+            'SGLANG_ROUTER_API_KEY': ROUTER_KEY,
             'ANSIBLE_NOCOLOR': 'true',
             'PATH': VENV_BIN + os.pathsep + os.environ.get('PATH', ''),
         },
@@ -145,14 +148,19 @@ def test_router_sees_every_worker_with_its_bootstrap_port(rendered):
     _inventory, _out, services = rendered
     routers = [spec for spec in services.values() if spec['role'] == 'sglang_router']
     assert len(routers) == 1
-    argv = routers[0]['argv']
-    assert argv[:4] == ['python', '-m', 'sglang_router.launch_router', '--pd-disaggregation']
-    told = {argv[i + 1]: argv[i + 2] for i, token in enumerate(argv) if token == '--prefill'}
+    argv, workers = routers[0]['argv'], routers[0]['workers']
+    # sh -c 'exec "$@" $SGLANG_PD_ROUTER_WORKERS ...' sglang-router python -m ...: the workers
+    # come from the env file the shell expands, the same list as the JSON's workers.
+    assert argv[:2] == ['sh', '-c'] and '$SGLANG_PD_ROUTER_WORKERS' in argv[2].split()
+    assert argv[4:8] == ['python', '-m', 'sglang_router.launch_router', '--pd-disaggregation']
+    assert routers[0]['env']['SGLANG_PD_ROUTER_WORKERS'] == ' '.join(workers)
+    assert '--prefill' not in argv and '--decode' not in argv
+    told = {workers[i + 1]: workers[i + 2] for i, token in enumerate(workers) if token == '--prefill'}
     prefills = {spec['url']: option(spec['argv'], '--disaggregation-bootstrap-port')[0]
                 for spec in services.values() if spec.get('mode') == 'prefill'}
     assert told == prefills
     decodes = sorted(spec['url'] for spec in services.values() if spec.get('mode') == 'decode')
-    assert sorted(option(argv, '--decode')) == decodes
+    assert sorted(option(workers, '--decode')) == decodes
     for url in list(told) + decodes:
         assert not url.startswith('http://127.'), url
 

@@ -112,7 +112,8 @@ def check_stream(status: int, raw: bytes) -> str | None:
     return None
 
 
-def send(host: str, port: int, body: dict[str, Any], timeout: float) -> tuple[int, bytes, float | None]:
+def send(host: str, port: int, body: dict[str, Any], timeout: float,
+         api_key: str | None = None) -> tuple[int, bytes, float | None]:
     """POST one chat completion on a fresh connection: ``(status, body, ttft)``; Refused if never accepted."""
     conn = http.client.HTTPConnection(host, port, timeout=timeout)
     try:
@@ -122,8 +123,10 @@ def send(host: str, port: int, body: dict[str, Any], timeout: float) -> tuple[in
             raise Refused(str(exc)) from exc
         start = time.monotonic()
         payload = json.dumps(body).encode()
-        conn.request("POST", "/v1/chat/completions", body=payload,
-                     headers={"Content-Type": "application/json", "Connection": "close"})
+        headers = {"Content-Type": "application/json", "Connection": "close"}
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
+        conn.request("POST", "/v1/chat/completions", body=payload, headers=headers)
         resp = conn.getresponse()
         ttft = None
         if body["stream"] and resp.status == 200:
@@ -162,6 +165,8 @@ class Generator:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.host, self.port = check_test_address(args.url)
+        # The router's key, read from a file (never an argument: argv is visible to every user).
+        self.api_key = Path(args.api_key_file).read_text(encoding="utf-8").strip() if args.api_key_file else None
         self.stop = threading.Event()
         self.lock = threading.Lock()
         self.next_seq = 0
@@ -197,7 +202,7 @@ class Generator:
         status, error, ttft = None, None, None
         while True:
             try:
-                status, raw, ttft = send(self.host, self.port, body, self.args.timeout)
+                status, raw, ttft = send(self.host, self.port, body, self.args.timeout, self.api_key)
                 error = check_stream(status, raw) if stream else check_plain(status, raw)
                 break
             except Refused as exc:
@@ -341,6 +346,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     run = sub.add_parser("run", help="send load until a bound or the stop file")
     run.add_argument("--url", required=True, help="router base URL (loopback or private address)")
     run.add_argument("--model", required=True, help="served model name")
+    run.add_argument("--api-key-file", help="file holding the router's API key (sent as a Bearer token)")
     run.add_argument("--out", required=True, help="JSON lines file, appended")
     run.add_argument("--concurrency", type=positive(int, MAX_CONCURRENCY), default=4)
     run.add_argument("--rate", type=float, default=8.0, help="requests per second in total (0: as fast as possible)")

@@ -147,3 +147,32 @@ def test_run_refuses_a_public_address(tmp_path):
 def test_bounds_have_hard_caps():
     with pytest.raises(SystemExit):
         loadgen.parse_args(["run", "--url", "http://127.0.0.1:1", "--model", "m", "--out", "x", "--max-seconds", "99999"])
+
+
+def test_send_carries_the_api_key_as_a_bearer_token():
+    """With --api-key-file the key goes in the Authorization header, never on the command line."""
+    import http.server
+
+    seen = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 (http.server's name)
+            seen.append(self.headers.get("Authorization"))
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(401 if seen[-1] != "Bearer k-123" else 200)
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        body = loadgen.chat_body(0, "m", False, 4)
+        assert loadgen.send("127.0.0.1", server.server_port, body, 5, "k-123")[0] == 200
+        assert loadgen.send("127.0.0.1", server.server_port, body, 5)[0] == 401
+    finally:
+        server.shutdown()
+    assert seen == ["Bearer k-123", None]

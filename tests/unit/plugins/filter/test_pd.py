@@ -271,9 +271,12 @@ def test_router_launch_lists_every_worker_with_its_bootstrap_port():
     prefills, decodes = _router_workers()
     launch = pd.router_launch(prefills, decodes, dict(ROUTER_VARS), "10.0.0.2")
     argv = launch["argv"]
-    assert argv[:4] == ["python", "-m", "sglang_router.launch_router", "--pd-disaggregation"]
-    assert argv[4:13] == ["--prefill", "http://10.0.0.1:30100", "8998", "--prefill", "http://10.0.0.1:30101", "8999",
-                          "--decode", "http://10.0.0.2:30200", "--policy"]
+    # The workers reach the router through their env file, which sh -c expands.
+    assert argv[:4] == ["sh", "-c", 'exec "$@" $SGLANG_PD_ROUTER_WORKERS', "sglang-router"]
+    assert argv[4:9] == ["python", "-m", "sglang_router.launch_router", "--pd-disaggregation", "--policy"]
+    assert launch["workers"] == ["--prefill", "http://10.0.0.1:30100", "8998", "--prefill", "http://10.0.0.1:30101", "8999",
+                                 "--decode", "http://10.0.0.2:30200"]
+    assert launch["workers_env"] == {"SGLANG_PD_ROUTER_WORKERS": " ".join(launch["workers"])}
     assert argv[argv.index("--prometheus-host") + 1] == "10.0.0.2"
     assert argv[argv.index("--port") + 1] == "30000"
     assert launch["env"] == {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "RUST_LOG": "info"}
@@ -312,7 +315,8 @@ def test_router_api_keys_never_appear_as_arguments():
     assert "s3cret" not in " ".join(argv) and "k1" not in " ".join(argv)
     assert launch["secret_env"] == {"SGLANG_ROUTER_API_KEY": "s3cret", "SGLANG_ROUTER_CONTROL_PLANE_API_KEY_0": "ops:Ops Team:admin:k1"}
     assert launch["missing_secret_flags"] == ["--control-plane-api-keys"]
-    assert argv[2] == 'exec "$@" --api-key "$SGLANG_ROUTER_API_KEY" --control-plane-api-keys "$SGLANG_ROUTER_CONTROL_PLANE_API_KEY_0"'
+    assert argv[2] == ('exec "$@" $SGLANG_PD_ROUTER_WORKERS --api-key "$SGLANG_ROUTER_API_KEY" '
+                       '--control-plane-api-keys "$SGLANG_ROUTER_CONTROL_PLANE_API_KEY_0"')
     assert argv[4:7] == ["python", "-m", "sglang_router.launch_router"]
 
 

@@ -33,7 +33,7 @@ ALLOWLIST = checks.load_allowlist("0.5.14")
 def inventory(**host_overrides):
     """A valid 1 prefill + 1 decode inventory (router on the decode node)."""
     common = {"sglang_pd_image_repository": "registry.example.com/mindverse/sglang", "sglang_pd_image_digest": DIGEST,
-              "sglang_pd_model_path": "/models/m"}
+              "sglang_pd_model_path": "/models/m", "sglang_router_api_key": "k-unit"}
     hostvars = {
         "p0": dict(common, sglang_pd_service_address="10.0.0.1"),
         "d0": dict(common, sglang_pd_service_address="10.0.0.2"),
@@ -144,6 +144,16 @@ def test_worker_group_with_several_workers_is_refused():
     assert problems == ['d0: sglang_pd_worker_group = "g": a host of a multi-node worker runs only that worker, but '
                         'sglang_pd_decode_workers lists 2; remove sglang_pd_worker_group, or give the host a single entry '
                         'in sglang_pd_decode_workers']
+
+
+def test_a_router_without_key_is_refused_unless_allowed():
+    groups, hostvars = inventory(d0={"sglang_router_api_key": ""})
+    problems = checks.pd_check_router(model_of(groups, hostvars))
+    assert len(problems) == 1 and problems[0].startswith('d0: sglang_router_api_key = "": empty')
+    hostvars["d0"]["sglang_router_allow_unauthenticated"] = True
+    assert checks.pd_check_router(model_of(groups, hostvars)) == []
+    hostvars["d0"]["sglang_router_allow_unauthenticated"] = "true"
+    assert checks.pd_check_router(model_of(groups, hostvars)) != []
 
 
 def test_metrics_on_a_host_name_need_an_address():
