@@ -235,6 +235,8 @@ def pd_workers(hosts, hostvars, mode, ranks="serving"):
                 "mode": mode,
                 "index": index,
                 "address": address,
+                # Where the server listens: its service address, all interfaces only when asked.
+                "listen": "0.0.0.0" if one.get("sglang_pd_listen_all") is True else address,
                 "port": port,
                 "bootstrap_port": bootstrap if mode == "prefill" else None,
                 "url": f"http://{_url_host(address)}:{port}",
@@ -334,6 +336,9 @@ def worker_options(worker, role_vars):
     for option, suffix in WORKER_OPTION_VARS:
         options[option] = role_vars.get("sglang_worker_" + suffix)
         origins[option] = "sglang_worker_" + suffix
+    if options.get("host") in (None, ""):
+        options["host"] = worker.get("listen") or worker["address"]
+        origins["host"] = "sglang_pd_service_address (sglang_pd_listen_all: true for 0.0.0.0)"
     ib_source = "ib_device in sglang_pd_%s_workers" % worker["mode"] if worker.get("ib_device") else "sglang_worker_ib_device"
     options["disaggregation_ib_device"] = ib_device_arg(worker.get("ib_device") or role_vars.get("sglang_worker_ib_device"))
     origins["disaggregation_ib_device"] = ib_source
@@ -488,7 +493,7 @@ def router_url(hostvars_one, host):
     return f"http://{address}:{router_port(hostvars_one, hostvars_one)}"
 
 
-def router_launch(prefills, decodes, role_vars, address, supported=None):
+def router_launch(prefills, decodes, role_vars, address, supported=None, listen_all=False):
     """Command line, environment, membership and secrets of the router, from the sglang_router_* variables.
 
     ``supported`` is the router's flag list as detected from the image (``{"flags":
@@ -501,6 +506,8 @@ def router_launch(prefills, decodes, role_vars, address, supported=None):
     for suffix in ROUTER_OPTION_VARS:
         options[suffix] = role_vars.get("sglang_router_" + suffix)
     options["port"] = router_port(role_vars)
+    if options.get("host") in (None, ""):
+        options["host"] = "0.0.0.0" if listen_all is True else address
     if not options.get("prometheus_host") and options.get("prometheus_port"):
         options["prometheus_host"] = address
     options.update(role_vars.get("sglang_router_options") or {})

@@ -232,7 +232,8 @@ def pd_model(groups, hostvars, defaults):
         info = model["hosts"][host]
         role_vars = info["role_vars"]["sglang_router"]
         try:
-            launch = router_launch(prefills, decodes, role_vars, info["address"] or host)
+            launch = router_launch(prefills, decodes, role_vars, info["address"] or host,
+                                   listen_all=hostvars[host].get("sglang_pd_listen_all") is True)
         except Exception as exc:  # pylint: disable=broad-except
             errors.append((host, f"the router cannot be built: {exc}"))
             continue

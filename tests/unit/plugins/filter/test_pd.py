@@ -405,3 +405,20 @@ def test_volumes_holding_keeps_only_the_model_mount():
     volumes = ["/mnt/nvme/models:/models:ro", "/mnt/nvme/cache:/root/.cache", "hf:/hf"]
     assert pd.volumes_holding(volumes, "/models/glm") == ["/mnt/nvme/models:/models:ro"]
     assert pd.volumes_holding(volumes, "/srv/glm") == [] and pd.volumes_holding(volumes, None) == []
+
+
+def test_services_listen_on_the_service_address_unless_told_otherwise():
+    hostvars = {"p0": {"sglang_pd_service_address": "10.0.0.1"},
+                "p1": {"sglang_pd_service_address": "10.0.0.2", "sglang_pd_listen_all": True}}
+    secure, open_ = pd.pd_workers(["p0", "p1"], hostvars, "prefill")
+    no_host = {k: v for k, v in WORKER_DEFAULTS.items() if k != "sglang_worker_host"}
+    assert _option(pd.worker_launch(secure, no_host)["argv"], "--host") == "10.0.0.1"
+    assert _option(pd.worker_launch(open_, no_host)["argv"], "--host") == "0.0.0.0"
+    assert _option(pd.worker_launch(secure, dict(no_host, sglang_worker_host="127.0.0.1"))["argv"], "--host") == "127.0.0.1"
+    router_vars = dict(ROUTER_VARS, sglang_router_host=None)
+    assert _option(pd.router_launch([secure], [], router_vars, "10.0.0.9")["argv"], "--host") == "10.0.0.9"
+    assert _option(pd.router_launch([secure], [], router_vars, "10.0.0.9", listen_all=True)["argv"], "--host") == "0.0.0.0"
+
+
+def _option(argv, flag):
+    return argv[argv.index(flag) + 1]
