@@ -77,11 +77,20 @@ ROUTER_OPTION_VARS = (
     "retry_max_retries", "retry_initial_backoff_ms", "retry_max_backoff_ms", "disable_retries",
     "log_level", "tokenizer_path",
 )
-ROUTER_API_KEY_ENV = "SGLANG_ROUTER_API_KEY"
+# Where a service's secret arguments are mounted (read-only, from a root-only file): the
+# launcher below reads them in-process, so they are in no argv, environment or docker inspect.
+SECRET_MOUNT = "/run/sglang-pd/secret.json"
+# python -c LAUNCHER MODULE SECRET_FILE|- ARGS...: runs MODULE as `python -m` would, with
+# ARGS, the router's workers (SGLANG_PD_ROUTER_WORKERS, when set) and the file's "args"
+# appended to sys.argv in-process (/proc/<pid>/cmdline never holds them).
+PY_LAUNCHER = (
+    "import json,os,runpy,sys;m,f=sys.argv[1],sys.argv[2];"
+    "s=json.load(open(f)) if f!='-' else {};"
+    "sys.argv=[m]+sys.argv[3:]+os.environ.get('SGLANG_PD_ROUTER_WORKERS','').split()+s.get('args',[]);"
+    "runpy.run_module(m,run_name='__main__',alter_sys=True)")
 # The router's static membership (--prefill URL PORT ... --decode URL ...), in an env file of
 # its own so that a scale operation rewrites it from the plan without touching the command.
 ROUTER_WORKERS_ENV = "SGLANG_PD_ROUTER_WORKERS"
-ROUTER_CP_KEY_ENV = "SGLANG_ROUTER_CONTROL_PLANE_API_KEY_{}"
 
 
 def _url_host(address: str) -> str:
@@ -498,9 +507,10 @@ def router_launch(prefills, decodes, role_vars, address, supported=None, listen_
 
     ``supported`` is the router's flag list as detected from the image (``{"flags":
     [...]}``) or None when unknown (render): options whose flag the router lacks are
-    left out and listed in ``dropped``. The workers go into ``workers_env`` and API keys into
-    ``secret_env`` (env files of their own); both reach the router through ``sh -c``, so
-    neither is a literal argument of the command.
+    left out and listed in ``dropped``. The workers go into ``workers_env`` (an env file) and
+    the API keys into ``secret`` (a root-only file mounted at ``SECRET_MOUNT``); the launcher
+    (``PY_LAUNCHER``) appends both to the router's arguments in-process, so neither is an
+    argument of any process, and the keys are not in the container's environment either.
     """
     options = {}
     for suffix in ROUTER_OPTION_VARS:
@@ -522,23 +532,19 @@ def router_launch(prefills, decodes, role_vars, address, supported=None, listen_
                 del options[key]
     python = _var(role_vars, "sglang_router_", "python", "python")
     argv = sglang_router_argv([], [], options, role_vars.get("sglang_router_extra_args"), python)
-    secret_env, secret_args, missing = {}, [], []
+    secret_args, missing = [], []
     api_key = role_vars.get("sglang_router_api_key")
     if api_key:
-        secret_env[ROUTER_API_KEY_ENV] = str(api_key)
-        secret_args += ["--api-key", f'"${ROUTER_API_KEY_ENV}"']
+        secret_args += ["--api-key", str(api_key)]
     control_plane = role_vars.get("sglang_router_control_plane_api_keys") or []
     if control_plane:
         secret_args.append("--control-plane-api-keys")
-        for index, key in enumerate(control_plane):
-            name = ROUTER_CP_KEY_ENV.format(index)
-            secret_env[name] = ":".join(str(key.get(k, "")) for k in ("id", "name", "role", "key"))
-            secret_args.append(f'"${name}"')
+        secret_args += [":".join(str(key.get(k, "")) for k in ("id", "name", "role", "key")) for key in control_plane]
+    secret_flags = [a for a in secret_args if a in ("--api-key", "--control-plane-api-keys")]
     if flags is not None:
-        missing = [f for f in secret_args if f.startswith("--") and f not in flags]
-    # The workers come from their env file (router_workers_env), the keys from the secret
-    # one: the shell expands both inside the container.
-    argv = ["sh", "-c", " ".join(['exec "$@"', f"${ROUTER_WORKERS_ENV}"] + secret_args), "sglang-router"] + argv
+        missing = [f for f in secret_flags if f not in flags]
+    # python -m MODULE becomes python -c LAUNCHER MODULE SECRET_FILE|-: same options after it.
+    argv = [argv[0], "-c", PY_LAUNCHER, argv[2], SECRET_MOUNT if secret_args else "-"] + argv[3:]
     return {
         "argv": argv,
         "workers": router_membership(prefills, decodes),
@@ -547,7 +553,9 @@ def router_launch(prefills, decodes, role_vars, address, supported=None, listen_
         "dropped": dropped,
         "missing_secret_flags": missing,
         "env": router_env(role_vars),
-        "secret_env": secret_env,
+        "secret": {"args": secret_args} if secret_args else {},
+        "secret_redacted": {"args": [a if a in secret_flags else REDACTED for a in secret_args]} if secret_args else {},
+        "secret_mount": SECRET_MOUNT,
     }
 
 

@@ -149,10 +149,10 @@ def test_router_sees_every_worker_with_its_bootstrap_port(rendered):
     routers = [spec for spec in services.values() if spec['role'] == 'sglang_router']
     assert len(routers) == 1
     argv, workers = routers[0]['argv'], routers[0]['workers']
-    # sh -c 'exec "$@" $SGLANG_PD_ROUTER_WORKERS ...' sglang-router python -m ...: the workers
-    # come from the env file the shell expands, the same list as the JSON's workers.
-    assert argv[:2] == ['sh', '-c'] and '$SGLANG_PD_ROUTER_WORKERS' in argv[2].split()
-    assert argv[4:8] == ['python', '-m', 'sglang_router.launch_router', '--pd-disaggregation']
+    # python -c LAUNCHER sglang_router.launch_router SECRET_FILE ...: the launcher appends the
+    # workers of the env file (the same list as the JSON's workers) and the secret arguments.
+    assert argv[:2] == ['python', '-c'] and argv[3] == 'sglang_router.launch_router'
+    assert argv[5] == '--pd-disaggregation'
     assert routers[0]['env']['SGLANG_PD_ROUTER_WORKERS'] == ' '.join(workers)
     assert '--prefill' not in argv and '--decode' not in argv
     told = {workers[i + 1]: workers[i + 2] for i, token in enumerate(workers) if token == '--prefill'}
@@ -196,7 +196,7 @@ def test_router_reads_the_workers_tokenizer_locally_and_offline(rendered):
         assert spec['env'].get('HF_HUB_OFFLINE') == '1' and spec['env'].get('TRANSFORMERS_OFFLINE') == '1'
         if spec['role'] == 'sglang_router':
             assert option(spec['argv'], '--tokenizer-path') == [model_path]
-            mounts = option(spec['docker_args'], '--volume')
+            mounts = [m for m in option(spec['docker_args'], '--volume') if not m.endswith('/secret.json:ro')]
             assert len(mounts) == 1 and mounts[0] in worker_mounts
             assert model_path.startswith(mounts[0].split(':')[1].rstrip('/') + '/')
 
@@ -204,9 +204,9 @@ def test_router_reads_the_workers_tokenizer_locally_and_offline(rendered):
 def test_api_keys_are_redacted_in_the_render(tmp_path):
     out = render(tmp_path, 'example-1p3d', {'sglang_router_api_key': 'hunter2-secret'})
     spec = load(out)[('pd-node-1', 'sglang-router')]
-    assert spec['env']['SGLANG_ROUTER_API_KEY'] == '<redacted>'
-    assert spec['argv'][:2] == ['sh', '-c'] and '"$SGLANG_ROUTER_API_KEY"' in spec['argv'][2]
-    assert '/etc/sglang-pd/sglang-router.secret.env' in spec['docker_args']
+    assert spec['secret'] == {'args': ['--api-key', '<redacted>']}
+    assert spec['argv'][4] == '/run/sglang-pd/secret.json'
+    assert '/etc/sglang-pd/sglang-router.secret.json:/run/sglang-pd/secret.json:ro' in spec['docker_args']
     for root, _dirs, files in os.walk(out):
         for name in files:
             with open(os.path.join(root, name), encoding='utf-8') as handle:

@@ -271,16 +271,16 @@ def test_router_launch_lists_every_worker_with_its_bootstrap_port():
     prefills, decodes = _router_workers()
     launch = pd.router_launch(prefills, decodes, dict(ROUTER_VARS), "10.0.0.2")
     argv = launch["argv"]
-    # The workers reach the router through their env file, which sh -c expands.
-    assert argv[:4] == ["sh", "-c", 'exec "$@" $SGLANG_PD_ROUTER_WORKERS', "sglang-router"]
-    assert argv[4:9] == ["python", "-m", "sglang_router.launch_router", "--pd-disaggregation", "--policy"]
+    # The workers reach the router through their env file, which the launcher appends.
+    assert argv[:5] == ["python", "-c", pd.PY_LAUNCHER, "sglang_router.launch_router", "-"]
+    assert argv[5:7] == ["--pd-disaggregation", "--policy"]
     assert launch["workers"] == ["--prefill", "http://10.0.0.1:30100", "8998", "--prefill", "http://10.0.0.1:30101", "8999",
                                  "--decode", "http://10.0.0.2:30200"]
     assert launch["workers_env"] == {"SGLANG_PD_ROUTER_WORKERS": " ".join(launch["workers"])}
     assert argv[argv.index("--prometheus-host") + 1] == "10.0.0.2"
     assert argv[argv.index("--port") + 1] == "30000"
     assert launch["env"] == {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "RUST_LOG": "info"}
-    assert launch["secret_env"] == {}
+    assert launch["secret"] == {}
 
 
 def test_router_env_is_hub_offline_unless_the_inventory_says_otherwise():
@@ -311,13 +311,31 @@ def test_router_api_keys_never_appear_as_arguments():
                   sglang_router_control_plane_api_keys=[{"id": "ops", "name": "Ops Team", "role": "admin", "key": "k1"}])
     launch = pd.router_launch(prefills, decodes, values, "10.0.0.2", {"flags": ["--api-key", "--pd-disaggregation"]})
     argv = launch["argv"]
-    assert argv[:2] == ["sh", "-c"]
+    assert argv[:5] == ["python", "-c", pd.PY_LAUNCHER, "sglang_router.launch_router", pd.SECRET_MOUNT]
     assert "s3cret" not in " ".join(argv) and "k1" not in " ".join(argv)
-    assert launch["secret_env"] == {"SGLANG_ROUTER_API_KEY": "s3cret", "SGLANG_ROUTER_CONTROL_PLANE_API_KEY_0": "ops:Ops Team:admin:k1"}
+    assert "s3cret" not in str(launch["env"]) and "s3cret" not in str(launch["secret_redacted"])
+    assert launch["secret"] == {"args": ["--api-key", "s3cret", "--control-plane-api-keys", "ops:Ops Team:admin:k1"]}
+    assert launch["secret_redacted"] == {"args": ["--api-key", "<redacted>", "--control-plane-api-keys", "<redacted>"]}
     assert launch["missing_secret_flags"] == ["--control-plane-api-keys"]
-    assert argv[2] == ('exec "$@" $SGLANG_PD_ROUTER_WORKERS --api-key "$SGLANG_ROUTER_API_KEY" '
-                       '--control-plane-api-keys "$SGLANG_ROUTER_CONTROL_PLANE_API_KEY_0"')
-    assert argv[4:7] == ["python", "-m", "sglang_router.launch_router"]
+
+
+def test_the_launcher_appends_workers_and_secrets_in_process(tmp_path):
+    """python -c PY_LAUNCHER runs the module with the extra arguments in sys.argv only."""
+    import json
+    import subprocess
+    import sys
+    module = tmp_path / "show_args.py"
+    module.write_text("import json, sys\nprint(json.dumps(sys.argv[1:]))\n")
+    secret = tmp_path / "secret.json"
+    secret.write_text(json.dumps({"args": ["--api-key", "k-9"]}))
+    env = {"PYTHONPATH": str(tmp_path), "SGLANG_PD_ROUTER_WORKERS": "--prefill http://a:1 8998 --decode http://b:2"}
+    out = subprocess.run([sys.executable, "-c", pd.PY_LAUNCHER, "show_args", str(secret), "--port", "30000"],
+                         env=env, capture_output=True, text=True, check=True).stdout
+    assert json.loads(out) == ["--port", "30000", "--prefill", "http://a:1", "8998", "--decode", "http://b:2",
+                               "--api-key", "k-9"]
+    out = subprocess.run([sys.executable, "-c", pd.PY_LAUNCHER, "show_args", "-", "--port", "1"],
+                         env={"PYTHONPATH": str(tmp_path)}, capture_output=True, text=True, check=True).stdout
+    assert json.loads(out) == ["--port", "1"]
 
 
 def test_router_port_falls_back_to_inventory_then_30000():
