@@ -44,7 +44,8 @@ molecule:
 molecule-%:  # one scenario: make molecule-hosts
 	molecule test -s $*
 
-bench: setup
-	python bench/run.py
+bench: setup  # results are appended to docs/benchmarks.md
+	python bench/bench_image_artifacts.py --repeat 5 --append docs/benchmarks.md
+	python bench/bench_scale_out.py --runs 2 --append docs/benchmarks.md
 
 clean: demo-down

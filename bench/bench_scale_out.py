@@ -240,6 +240,7 @@ def main():
         if rc:
             raise SystemExit('site.yml failed, see %s/converge.log' % workdir)
         load = subprocess.Popen([sys.executable, LOADGEN, 'run', '--url', ROUTER_URL, '--model', 'glm-5.2-fp8',
+                                 '--api-key-file', os.path.join(REPO, '.cache', 'router-api-key'),
                                  '--out', records, '--rate', '8', '--concurrency', '4',
                                  '--stop-file', os.path.join(workdir, 'stop'), '--max-seconds', '3000'],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)

@@ -68,8 +68,15 @@ def _show(value):
         return repr(value)
 
 
+# A variable whose name says it holds a secret: its value is never shown in a message.
+SECRET_NAME = re.compile(r"key|token|passw|secret|credential", re.IGNORECASE)
+
+
 def _problem(host, variable, value, problem, fix):
-    return (host, f"{variable} = {_show(value)}: {problem}; {fix}")
+    field = str(variable).rsplit(".", 1)[-1]
+    secret = SECRET_NAME.search(field) and not isinstance(value, (Mapping, list)) and value not in (None, "")
+    shown = REDACTED if secret else _show(value)
+    return (host, f"{variable} = {shown}: {problem}; {fix}")
 
 
 def merge_problems(problems):

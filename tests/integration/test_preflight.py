@@ -301,8 +301,13 @@ def test_secrets_are_not_echoed(tmp_path):
     inventory = copy.deepcopy(base())
     set_host('d0', sglang_router_options={'api_key': 'hunter2'},
              sglang_router_control_plane_api_keys=[{'id': 'ops', 'name': 'Ops', 'role': 'root', 'key': 'hunter2'}])(inventory)
-    result = run(tmp_path, inventory)
+    # A misspelt secret variable and an old one: refused by name, never by value.
+    result = run(tmp_path, inventory, {'sglang_router_apikey': 'hunter2', 'sglang_router_api_keys': 'hunter2'})
     assert result.rc != 0
+    message = failure_message(result)
+    assert 'sglang_router_apikey = <redacted>: no role of this collection reads this variable' in message
+    assert 'did you mean sglang_router_api_key?' in message
+    assert 'sglang_router_api_keys = <redacted>: this variable was removed or renamed' in message
     assert 'hunter2' not in result.stdout
     assert 'hunter2' not in str(result.events)
 
