@@ -3,9 +3,13 @@
 # Prints NAME=value lines. lib.sh reads them for the set-up scripts; the Makefile exports
 # them to molecule and pytest; tests/unit/test_image_names.py fails when any other file
 # names a sglang-pd-test/* image that is not one of these.
+# Each tag is the hash of what the image is built from, so a changed recipe never reuses
+# an image left from earlier work.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 # The Debian 12 base (debootstrap), the parent of every other test image.
-echo "SGLANG_PD_BASE_IMAGE=sglang-pd-test/debian-base:12"
-# The fleet node (systemd + Docker engine), tagged by its Dockerfile's content.
-echo "SGLANG_PD_NODE_IMAGE=sglang-pd-test/node:$(sha256sum "$repo/tests/images/node/Dockerfile" | cut -c1-12)"
+base_tag=$(sha256sum "$repo/scripts/setup/base_image.sh" | cut -c1-12)
+echo "SGLANG_PD_BASE_IMAGE=sglang-pd-test/debian-base:$base_tag"
+# The fleet node (systemd + Docker engine): its Dockerfile on that base.
+node_tag=$({ cat "$repo/tests/images/node/Dockerfile"; echo "$base_tag"; } | sha256sum | cut -c1-12)
+echo "SGLANG_PD_NODE_IMAGE=sglang-pd-test/node:$node_tag"

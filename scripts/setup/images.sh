@@ -20,9 +20,13 @@ fi
 ctx=$CACHE/images/sglang
 mkdir -p "$ctx/wheels"
 cp "$REPO/tests/images/sglang/"{Dockerfile,requirements.txt,make_engine_fixture.py} "$ctx/"
-if ! ls "$ctx/wheels"/sglang_router-*.whl >/dev/null 2>&1; then
+# Downloaded again whenever the pinned requirements change (never a stale wheel).
+wheels_for=$(sha256sum "$ctx/requirements.txt" | cut -d' ' -f1)
+if [ "$(cat "$ctx/wheels.sha256" 2>/dev/null)" != "$wheels_for" ]; then
   log "downloading the pinned router wheels"
+  rm -rf "$ctx/wheels" && mkdir -p "$ctx/wheels"
   pip download -q --only-binary=:all: -d "$ctx/wheels" -r "$ctx/requirements.txt"
+  echo "$wheels_for" > "$ctx/wheels.sha256"
 fi
 rm -rf "$ctx/standin" && mkdir -p "$ctx/standin"
 (cd "$REPO/tests/standin" && tar -c --exclude=__pycache__ sglang) | tar -x -C "$ctx/standin"

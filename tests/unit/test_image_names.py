@@ -47,10 +47,19 @@ def test_set_up_names_every_image_it_builds_under_the_prefix():
     assert all(IMAGE_REFERENCE.fullmatch(image) for image in names.values()), names
 
 
-def test_node_image_tag_follows_its_dockerfile():
+def _sha12(data):
+    return hashlib.sha256(data).hexdigest()[:12]
+
+
+def test_image_tags_follow_what_the_images_are_built_from():
+    """A changed recipe gets a new tag, so no image left from earlier work is reused."""
+    with open(os.path.join(REPO, 'scripts', 'setup', 'base_image.sh'), 'rb') as handle:
+        base_tag = _sha12(handle.read())
     with open(os.path.join(REPO, 'tests', 'images', 'node', 'Dockerfile'), 'rb') as handle:
-        digest = hashlib.sha256(handle.read()).hexdigest()
-    assert setup_image_names()['SGLANG_PD_NODE_IMAGE'] == PREFIX + 'node:' + digest[:12]
+        node_tag = _sha12(handle.read() + (base_tag + '\n').encode())
+    names = setup_image_names()
+    assert names['SGLANG_PD_BASE_IMAGE'] == PREFIX + 'debian-base:' + base_tag
+    assert names['SGLANG_PD_NODE_IMAGE'] == PREFIX + 'node:' + node_tag
 
 
 def test_every_named_test_image_is_one_set_up_builds():
