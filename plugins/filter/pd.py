@@ -453,10 +453,9 @@ def router_membership(prefills, decodes):
     return argv
 
 
-def sglang_router_argv(prefills, decodes, options, extra_args=None, python="python"):
-    """The ``python -m sglang_router.launch_router --pd-disaggregation`` command line, workers inline."""
+def sglang_router_argv(options, extra_args=None, python="python"):
+    """The ``python -m sglang_router.launch_router --pd-disaggregation`` command line (workers: router_membership)."""
     argv = [python, "-m", "sglang_router.launch_router", "--pd-disaggregation"]
-    argv += router_membership(prefills, decodes)
     argv += cli_options(options)
     argv += [str(a) for a in (extra_args or [])]
     return argv
@@ -496,10 +495,7 @@ def image_reference(repository, digest):
 
 def router_url(hostvars_one, host):
     """The URL of the router on HOST, from the inventory: its service address and router port."""
-    address = service_address(hostvars_one, host)
-    if ":" in address and not address.startswith("["):
-        address = f"[{address}]"
-    return f"http://{address}:{router_port(hostvars_one, hostvars_one)}"
+    return f"http://{_url_host(service_address(hostvars_one, host))}:{router_port(hostvars_one, hostvars_one)}"
 
 
 def router_launch(prefills, decodes, role_vars, address, supported=None, listen_all=False):
@@ -531,7 +527,7 @@ def router_launch(prefills, decodes, role_vars, address, supported=None, listen_
                 dropped.append(_flag(key))
                 del options[key]
     python = _var(role_vars, "sglang_router_", "python", "python")
-    argv = sglang_router_argv([], [], options, role_vars.get("sglang_router_extra_args"), python)
+    argv = sglang_router_argv(options, role_vars.get("sglang_router_extra_args"), python)
     secret_args, missing = [], []
     api_key = role_vars.get("sglang_router_api_key")
     if api_key:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.mindverse.sglang_pd.plugins.filter.pd import _url_host
+
 LABEL_PREFIX = "org.mindverse.sglang_pd."
 SERVICE_LABEL = LABEL_PREFIX + "service"
 MODES = ("prefill", "decode", "router")
@@ -28,11 +30,6 @@ def pd_service_labels(service):
     if mode == "prefill" and service.get("bootstrap_port") is not None:
         labels.append(f"{LABEL_PREFIX}bootstrap_port={int(service['bootstrap_port'])}")
     return labels
-
-
-def _url(address, port):
-    host = f"[{address}]" if ":" in address and not address.startswith("[") else address
-    return f"http://{host}:{port}"
 
 
 def pd_live_services(containers, address, mode=None):
@@ -64,7 +61,7 @@ def pd_live_services(containers, address, mode=None):
             "port": port,
             "bootstrap_port": int(bootstrap) if bootstrap else None,
             "image": container.get("Image", ""),
-            "url": _url(str(address), port) if port else None,
+            "url": f"http://{_url_host(str(address))}:{port}" if port else None,
             "state": container.get("State", ""),
             "container": (container.get("Names") or [""])[0].lstrip("/"),
         })
