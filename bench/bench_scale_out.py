@@ -90,10 +90,16 @@ def playbook(inventories, *args, log_path=None):
     return time.monotonic() - start, rc
 
 
+KEY_FILE = os.path.join(REPO, '.cache', 'router-api-key')  # the workers' key too
+
+
 def served(url):
     """Requests the stand-in at url has answered, or None when it does not answer."""
+    with open(KEY_FILE, encoding='utf-8') as handle:
+        request = urllib.request.Request(url + '/get_server_info',
+                                         headers={'Authorization': 'Bearer ' + handle.read().strip()})
     try:
-        with urllib.request.urlopen(url + '/get_server_info', timeout=2) as resp:
+        with urllib.request.urlopen(request, timeout=2) as resp:
             return int(json.load(resp).get('standin_requests_served', 0))
     except (OSError, ValueError):
         return None
@@ -240,7 +246,7 @@ def main():
         if rc:
             raise SystemExit('site.yml failed, see %s/converge.log' % workdir)
         load = subprocess.Popen([sys.executable, LOADGEN, 'run', '--url', ROUTER_URL, '--model', 'glm-5.2-fp8',
-                                 '--api-key-file', os.path.join(REPO, '.cache', 'router-api-key'),
+                                 '--api-key-file', KEY_FILE,
                                  '--out', records, '--rate', '8', '--concurrency', '4',
                                  '--stop-file', os.path.join(workdir, 'stop'), '--max-seconds', '3000'],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)

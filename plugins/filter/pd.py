@@ -31,24 +31,27 @@ DEFAULT_GPUS_PER_HOST = 8
 REDACTED = "<redacted>"
 WORKER_SPEC_KEYS = ("name", "port", "bootstrap_port", "gpus", "args", "env", "ib_device")
 
-# Worker options that have their own role variable: (SGLang option, sglang_worker_ suffix).
+# Worker options that have their own role variable: (SGLang option, variable).
 WORKER_OPTION_VARS = (
-    ("host", "host"),
-    ("model_path", "model_path"),
-    ("served_model_name", "served_model_name"),
-    ("tp_size", "tp_size"),
-    ("dp_size", "dp_size"),
-    ("ep_size", "ep_size"),
-    ("pp_size", "pp_size"),
-    ("enable_dp_attention", "enable_dp_attention"),
-    ("page_size", "page_size"),
-    ("chunked_prefill_size", "chunked_prefill_size"),
-    ("mem_fraction_static", "mem_fraction_static"),
-    ("kv_cache_dtype", "kv_cache_dtype"),
-    ("attention_backend", "attention_backend"),
-    ("trust_remote_code", "trust_remote_code"),
-    ("disaggregation_transfer_backend", "transfer_backend"),
+    ("host", "sglang_worker_host"),
+    ("model_path", "sglang_worker_model_path"),
+    ("served_model_name", "sglang_worker_served_model_name"),
+    ("tp_size", "sglang_worker_tp_size"),
+    ("dp_size", "sglang_worker_dp_size"),
+    ("ep_size", "sglang_worker_ep_size"),
+    ("pp_size", "sglang_worker_pp_size"),
+    ("enable_dp_attention", "sglang_worker_enable_dp_attention"),
+    ("page_size", "sglang_worker_page_size"),
+    ("chunked_prefill_size", "sglang_worker_chunked_prefill_size"),
+    ("mem_fraction_static", "sglang_worker_mem_fraction_static"),
+    ("kv_cache_dtype", "sglang_worker_kv_cache_dtype"),
+    ("attention_backend", "sglang_worker_attention_backend"),
+    ("trust_remote_code", "sglang_worker_trust_remote_code"),
+    ("disaggregation_transfer_backend", "sglang_worker_transfer_backend"),
 )
+# Options and arguments of one mode only.
+WORKER_MODE_OPTIONS = {"prefill": "sglang_worker_prefill_options", "decode": "sglang_worker_decode_options"}
+WORKER_MODE_EXTRA_ARGS = {"prefill": "sglang_worker_prefill_extra_args", "decode": "sglang_worker_decode_extra_args"}
 # Options the collection sets from the inventory (ports, ranks, GPU base): never from
 # option dicts, or the router and the worker would disagree.
 FIXED_WORKER_OPTIONS = {
@@ -60,34 +63,44 @@ FIXED_WORKER_OPTIONS = {
     "nccl_init_addr": "sglang_pd_worker_group (and sglang_pd_dist_init_port)",
     "nnodes": "sglang_pd_worker_group",
     "node_rank": "sglang_pd_worker_group",
+    "api_key": "sglang_worker_api_key (kept in the worker's secret file, out of every command line)",
+    "admin_api_key": "sglang_worker_admin_api_key (kept in the worker's secret file, out of every command line)",
 }
 # Environment groups of a worker, merged in this order (later wins).
 # Set in every container the roles start unless sglang_worker_hub_offline /
 # sglang_router_hub_offline is false: nothing in a fleet downloads from a model hub.
 HUB_OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-WORKER_ENV_VARS = ("rocm_env", "nccl_env", "mooncake_env", "pd_env", "extra_env")
+WORKER_ENV_VARS = ("sglang_worker_rocm_env", "sglang_worker_nccl_env", "sglang_worker_mooncake_env",
+                   "sglang_worker_pd_env", "sglang_worker_extra_env")
 
-# Router options that have their own role variable (sglang_router_<option>).
-ROUTER_OPTION_VARS = (
-    "policy", "prefill_policy", "decode_policy", "host", "port",
-    "prometheus_host", "prometheus_port",
-    "request_timeout_secs", "worker_startup_timeout_secs",
-    "health_check_endpoint", "health_check_interval_secs", "health_check_timeout_secs",
-    "health_failure_threshold", "health_success_threshold",
-    "retry_max_retries", "retry_initial_backoff_ms", "retry_max_backoff_ms", "disable_retries",
-    "log_level", "tokenizer_path",
-)
-# Where a service's secret arguments are mounted (read-only, from a root-only file): the
-# launcher below reads them in-process, so they are in no argv, environment or docker inspect.
+# Router options that have their own role variable: (router option, variable).
+ROUTER_OPTION_VARS = tuple((name[len("sglang_router_"):], name) for name in (
+    "sglang_router_policy", "sglang_router_prefill_policy", "sglang_router_decode_policy",
+    "sglang_router_host", "sglang_router_port", "sglang_router_prometheus_host", "sglang_router_prometheus_port",
+    "sglang_router_request_timeout_secs", "sglang_router_worker_startup_timeout_secs",
+    "sglang_router_health_check_endpoint", "sglang_router_health_check_interval_secs",
+    "sglang_router_health_check_timeout_secs", "sglang_router_health_failure_threshold",
+    "sglang_router_health_success_threshold", "sglang_router_retry_max_retries",
+    "sglang_router_retry_initial_backoff_ms", "sglang_router_retry_max_backoff_ms",
+    "sglang_router_disable_retries", "sglang_router_log_level", "sglang_router_tokenizer_path",
+))
+# Where a service's secrets are mounted (read-only, from a root-only file): the launcher
+# below reads them in-process, so they are in no argv, environment or docker inspect.
 SECRET_MOUNT = "/run/sglang-pd/secret.json"
-# python -c LAUNCHER MODULE SECRET_FILE|- ARGS...: runs MODULE as `python -m` would, with
-# ARGS, the router's workers (SGLANG_PD_ROUTER_WORKERS, when set) and the file's "args"
-# appended to sys.argv in-process (/proc/<pid>/cmdline never holds them).
+# python -c LAUNCHER MODULE SECRET_FILE|- ARGS...: runs MODULE as `python -m` would, with the
+# file's "env" added to os.environ and ARGS, the router's workers (SGLANG_PD_ROUTER_WORKERS,
+# when set) and the file's "args" appended to sys.argv, all in-process: /proc/<pid>/cmdline
+# and the container's configuration never hold them.
 PY_LAUNCHER = (
     "import json,os,runpy,sys;m,f=sys.argv[1],sys.argv[2];"
-    "s=json.load(open(f)) if f!='-' else {};"
+    "s=json.load(open(f)) if f!='-' else {};os.environ.update(s.get('env',{}));"
     "sys.argv=[m]+sys.argv[3:]+os.environ.get('SGLANG_PD_ROUTER_WORKERS','').split()+s.get('args',[]);"
     "runpy.run_module(m,run_name='__main__',alter_sys=True)")
+# Index of the first option in a launcher command line: python -c LAUNCHER MODULE SECRET_FILE|-.
+LAUNCH_OPTIONS_START = 5
+# A name that says it holds a secret (a variable, an environment variable): its value is never
+# shown, and in a container's environment it moves into the service's secret file.
+SECRET_NAME = re.compile(r"key|token|passw|secret|credential", re.IGNORECASE)
 # The router's static membership (--prefill URL PORT ... --decode URL ...), in an env file of
 # its own so that a scale operation rewrites it from the plan without touching the command.
 ROUTER_WORKERS_ENV = "SGLANG_PD_ROUTER_WORKERS"
@@ -329,8 +342,9 @@ def ib_device_arg(value):
     return str(value)
 
 
-def _var(role_vars, prefix, suffix, default=None):
-    value = role_vars.get(prefix + suffix, default)
+def _value(role_vars, name, default=None):
+    """The variable NAME of ROLE_VARS, DEFAULT when unset or null."""
+    value = role_vars.get(name)
     return default if value is None else value
 
 
@@ -342,9 +356,9 @@ def worker_options(worker, role_vars):
     ``args`` in ``sglang_pd_<mode>_workers``.
     """
     options, origins = {}, {}
-    for option, suffix in WORKER_OPTION_VARS:
-        options[option] = role_vars.get("sglang_worker_" + suffix)
-        origins[option] = "sglang_worker_" + suffix
+    for option, name in WORKER_OPTION_VARS:
+        options[option] = role_vars.get(name)
+        origins[option] = name
     if options.get("host") in (None, ""):
         options["host"] = worker.get("listen") or worker["address"]
         origins["host"] = "sglang_pd_service_address (sglang_pd_listen_all: true for 0.0.0.0)"
@@ -354,7 +368,7 @@ def worker_options(worker, role_vars):
     sources = (
         ("sglang_worker_cp_options", role_vars.get("sglang_worker_cp_options")),
         ("sglang_worker_options", role_vars.get("sglang_worker_options")),
-        (f"sglang_worker_{worker['mode']}_options", role_vars.get(f"sglang_worker_{worker['mode']}_options")),
+        (WORKER_MODE_OPTIONS[worker["mode"]], role_vars.get(WORKER_MODE_OPTIONS[worker["mode"]])),
         (f"args in sglang_pd_{worker['mode']}_workers", worker.get("args")),
     )
     for origin, values in sources:
@@ -373,9 +387,17 @@ def worker_launch(worker, role_vars):
     ``options`` and ``option_origins`` (the variable behind each option).
     """
     mode = worker["mode"]
-    python = _var(role_vars, "sglang_worker_", "python", "python")
-    argv = [python, "-m", "sglang.launch_server", "--disaggregation-mode", mode, "--port", str(worker["port"])]
-    origins = ["sglang_worker_python", "", "", "inventory group sglang_" + mode, "inventory group sglang_" + mode,
+    python = _value(role_vars, "sglang_worker_python", "python")
+    secret_args = []
+    for flag, name in (("--api-key", "sglang_worker_api_key"), ("--admin-api-key", "sglang_worker_admin_api_key")):
+        if role_vars.get(name):
+            secret_args += [flag, str(role_vars[name])]
+    env, secret_env = split_secret_env(worker_env(worker, role_vars), role_vars.get("sglang_worker_secret_env"))
+    secret = service_secret(secret_args, secret_env)
+    argv = launcher_argv(python, "sglang.launch_server", secret)
+    argv += ["--disaggregation-mode", mode, "--port", str(worker["port"])]
+    origins = ["sglang_worker_python", "", "", "", "the worker's secret file",
+               "inventory group sglang_" + mode, "inventory group sglang_" + mode,
                f"sglang_pd_{mode}_port", f"sglang_pd_{mode}_port"]
 
     def add(items, origin):
@@ -385,7 +407,7 @@ def worker_launch(worker, role_vars):
     if mode == "prefill":
         add(["--disaggregation-bootstrap-port", str(worker["bootstrap_port"])], "sglang_pd_bootstrap_port")
     gpus = worker.get("gpus")
-    isolation = _var(role_vars, "sglang_worker_", "gpu_isolation", "visible_devices")
+    isolation = _value(role_vars, "sglang_worker_gpu_isolation", "visible_devices")
     if gpus and isolation == "base_gpu_id":
         add(["--base-gpu-id", str(min(gpus))], f"gpus in sglang_pd_{mode}_workers")
     if worker.get("nnodes", 1) > 1:
@@ -396,15 +418,57 @@ def worker_launch(worker, role_vars):
         if key in FIXED_WORKER_OPTIONS:
             continue
         add(_cli_option(key, value), option_origins[key])
-    for name in ("sglang_worker_extra_args", f"sglang_worker_{mode}_extra_args"):
+    for name in ("sglang_worker_extra_args", WORKER_MODE_EXTRA_ARGS[mode]):
         add([str(a) for a in (role_vars.get(name) or [])], name)
     return {
         "argv": argv,
         "origins": origins,
-        "env": worker_env(worker, role_vars),
+        "options_start": LAUNCH_OPTIONS_START,
+        "env": env,
         "options": options,
         "option_origins": option_origins,
+        "secret": secret,
+        "secret_redacted": redact_secret(secret),
     }
+
+
+def split_secret_env(env, secret_names=None):
+    """``(plain, secret)``: the variables named in SECRET_NAMES or whose name says secret (SECRET_NAME) go apart."""
+    named = set(secret_names or [])
+    plain, secret = {}, {}
+    for key, value in (env or {}).items():
+        (secret if key in named or SECRET_NAME.search(key) else plain)[key] = value
+    return plain, secret
+
+
+def service_secret(args, env):
+    """What a service's root-only secret file holds: ``{"args": [...], "env": {...}}`` (empty parts left out)."""
+    secret = {}
+    if args:
+        secret["args"] = list(args)
+    if env:
+        secret["env"] = dict(env)
+    return secret
+
+
+def redact_secret(secret):
+    """A secret file's content as it may be shown: flags and variable names kept, values redacted."""
+    shown = {}
+    if secret.get("args"):
+        shown["args"] = [a if str(a).startswith("--") else REDACTED for a in secret["args"]]
+    if secret.get("env"):
+        shown["env"] = redact(secret["env"])
+    return shown
+
+
+def secret_volume(secret_file, secret):
+    """The read-only mount of a service's secret file at SECRET_MOUNT, as a list (empty without secrets)."""
+    return [f"{secret_file}:{SECRET_MOUNT}:ro"] if secret else []
+
+
+def launcher_argv(python, module, secret):
+    """``python -c PY_LAUNCHER MODULE SECRET_MOUNT|-``: MODULE's options follow."""
+    return [python, "-c", PY_LAUNCHER, module, SECRET_MOUNT if secret else "-"]
 
 
 def _env_value(value):
@@ -419,28 +483,14 @@ def worker_env(worker, role_vars):
     With ``sglang_worker_gpu_isolation: visible_devices`` (default) a worker given
     ``gpus`` also gets ``HIP_VISIBLE_DEVICES``. A value of null removes a variable.
     """
-    env = dict(HUB_OFFLINE_ENV) if _var(role_vars, "sglang_worker_", "hub_offline", True) else {}
-    for suffix in WORKER_ENV_VARS:
-        env.update(role_vars.get("sglang_worker_" + suffix) or {})
+    env = dict(HUB_OFFLINE_ENV) if _value(role_vars, "sglang_worker_hub_offline", True) else {}
+    for name in WORKER_ENV_VARS:
+        env.update(role_vars.get(name) or {})
     env.update(worker.get("env") or {})
-    isolation = _var(role_vars, "sglang_worker_", "gpu_isolation", "visible_devices")
+    isolation = _value(role_vars, "sglang_worker_gpu_isolation", "visible_devices")
     if worker.get("gpus") and isolation == "visible_devices":
         env["HIP_VISIBLE_DEVICES"] = ",".join(str(g) for g in worker["gpus"])
     return {str(k): _env_value(v) for k, v in env.items() if v is not None}
-
-
-def sglang_server_argv(worker, options, extra_args=None, python="python"):
-    """The ``python -m sglang.launch_server`` command line of one worker (plain options)."""
-    argv = [python, "-m", "sglang.launch_server",
-            "--disaggregation-mode", worker["mode"],
-            "--port", str(worker["port"])]
-    if worker["mode"] == "prefill":
-        argv += ["--disaggregation-bootstrap-port", str(worker["bootstrap_port"])]
-    merged = dict(options or {})
-    merged.update(worker.get("args") or {})
-    argv += cli_options(merged)
-    argv += [str(a) for a in (extra_args or [])]
-    return argv
 
 
 def router_membership(prefills, decodes):
@@ -450,14 +500,6 @@ def router_membership(prefills, decodes):
         argv += ["--prefill", worker["url"], str(worker["bootstrap_port"])]
     for worker in decodes:
         argv += ["--decode", worker["url"]]
-    return argv
-
-
-def sglang_router_argv(options, extra_args=None, python="python"):
-    """The ``python -m sglang_router.launch_router --pd-disaggregation`` command line (workers: router_membership)."""
-    argv = [python, "-m", "sglang_router.launch_router", "--pd-disaggregation"]
-    argv += cli_options(options)
-    argv += [str(a) for a in (extra_args or [])]
     return argv
 
 
@@ -509,8 +551,8 @@ def router_launch(prefills, decodes, role_vars, address, supported=None, listen_
     argument of any process, and the keys are not in the container's environment either.
     """
     options = {}
-    for suffix in ROUTER_OPTION_VARS:
-        options[suffix] = role_vars.get("sglang_router_" + suffix)
+    for option, name in ROUTER_OPTION_VARS:
+        options[option] = role_vars.get(name)
     options["port"] = router_port(role_vars)
     if options.get("host") in (None, ""):
         options["host"] = "0.0.0.0" if listen_all is True else address
@@ -526,8 +568,7 @@ def router_launch(prefills, decodes, role_vars, address, supported=None, listen_
             if options[key] not in (None, False, "") and _flag(key) not in flags:
                 dropped.append(_flag(key))
                 del options[key]
-    python = _var(role_vars, "sglang_router_", "python", "python")
-    argv = sglang_router_argv(options, role_vars.get("sglang_router_extra_args"), python)
+    python = _value(role_vars, "sglang_router_python", "python")
     secret_args, missing = [], []
     api_key = role_vars.get("sglang_router_api_key")
     if api_key:
@@ -536,11 +577,12 @@ def router_launch(prefills, decodes, role_vars, address, supported=None, listen_
     if control_plane:
         secret_args.append("--control-plane-api-keys")
         secret_args += [":".join(str(key.get(k, "")) for k in ("id", "name", "role", "key")) for key in control_plane]
-    secret_flags = [a for a in secret_args if a in ("--api-key", "--control-plane-api-keys")]
     if flags is not None:
-        missing = [f for f in secret_flags if f not in flags]
-    # python -m MODULE becomes python -c LAUNCHER MODULE SECRET_FILE|-: same options after it.
-    argv = [argv[0], "-c", PY_LAUNCHER, argv[2], SECRET_MOUNT if secret_args else "-"] + argv[3:]
+        missing = [f for f in secret_args if f in ("--api-key", "--control-plane-api-keys") and f not in flags]
+    env, secret_env = split_secret_env(router_env(role_vars), role_vars.get("sglang_router_secret_env"))
+    secret = service_secret(secret_args, secret_env)
+    argv = launcher_argv(python, "sglang_router.launch_router", secret) + ["--pd-disaggregation"]
+    argv += cli_options(options) + [str(a) for a in (role_vars.get("sglang_router_extra_args") or [])]
     return {
         "argv": argv,
         "workers": router_membership(prefills, decodes),
@@ -548,16 +590,15 @@ def router_launch(prefills, decodes, role_vars, address, supported=None, listen_
         "options": options,
         "dropped": dropped,
         "missing_secret_flags": missing,
-        "env": router_env(role_vars),
-        "secret": {"args": secret_args} if secret_args else {},
-        "secret_redacted": {"args": [a if a in secret_flags else REDACTED for a in secret_args]} if secret_args else {},
-        "secret_mount": SECRET_MOUNT,
+        "env": env,
+        "secret": secret,
+        "secret_redacted": redact_secret(secret),
     }
 
 
 def router_env(role_vars):
     """Container environment of the router: hub offline unless turned off, then sglang_router_env."""
-    env = dict(HUB_OFFLINE_ENV) if _var(role_vars, "sglang_router_", "hub_offline", True) else {}
+    env = dict(HUB_OFFLINE_ENV) if _value(role_vars, "sglang_router_hub_offline", True) else {}
     env.update(role_vars.get("sglang_router_env") or {})
     return {str(k): _env_value(v) for k, v in env.items() if v is not None}
 
@@ -680,8 +721,6 @@ class FilterModule:
             "cli_options": cli_options,
             "ib_device_arg": ib_device_arg,
             "sglang_worker_launch": worker_launch,
-            "sglang_server_argv": sglang_server_argv,
-            "sglang_router_argv": sglang_router_argv,
             "sglang_router_workers_env": router_workers_env,
             "router_url": router_url,
             "image_reference": image_reference,
@@ -690,6 +729,7 @@ class FilterModule:
             "sglang_router_help_flags": router_help_flags,
             "volume_host_path": volume_host_path,
             "volumes_holding": volumes_holding,
+            "secret_volume": secret_volume,
             "docker_run_options": docker_run_options,
             "docker_run_argv": docker_run_argv,
             "shell_join": shell_join,

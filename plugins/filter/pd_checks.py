@@ -19,10 +19,14 @@ import re
 import socket
 from collections.abc import Mapping
 
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.mindverse.sglang_pd.plugins.filter.firewall import pd_firewall
 from ansible_collections.mindverse.sglang_pd.plugins.filter.pd import (
     FIXED_WORKER_OPTIONS,
     MODES,
     REDACTED,
+    SECRET_NAME,
     parse_gpus,
     WORKER_SPEC_KEYS,
     pd_workers,
@@ -66,10 +70,6 @@ def _show(value):
         return json.dumps(value, sort_keys=True, default=str)
     except (TypeError, ValueError):
         return repr(value)
-
-
-# A variable whose name says it holds a secret: its value is never shown in a message.
-SECRET_NAME = re.compile(r"key|token|passw|secret|credential", re.IGNORECASE)
 
 
 def _problem(host, variable, value, problem, fix):
@@ -902,14 +902,24 @@ def pd_check_flags(model, hostvars):
         for key in launch["options"]:
             if key in FIXED_WORKER_OPTIONS:
                 origin = _origin_of(launch, key)
-                problems.append(_problem(host, origin, {key: launch["options"][key]},
+                shown = REDACTED if SECRET_NAME.search(key) else launch["options"][key]
+                problems.append(_problem(host, origin, {key: shown},
                                          f"{key} is set by the collection from the inventory",
                                          f"remove it and set {FIXED_WORKER_OPTIONS[key]}"))
         if mode == "prefill" and launch["options"].get("disaggregation_transfer_backend") == "fake":
             problems.append(_problem(host, _origin_of(launch, "disaggregation_transfer_backend"), "fake",
                                      "SGLang refuses the fake transfer backend on prefill servers",
                                      "write mooncake (default), nixl, mori or mooncake_tcp"))
-        for origin, flag, value, problem, fix in check_argv(launch["argv"], launch["origins"], flags):
+        for index in range(launch["options_start"], len(launch["argv"])):
+            flag = str(launch["argv"][index]).split("=", maxsplit=1)[0]
+            if flag.startswith("--") and SECRET_NAME.search(flag):
+                problems.append(_problem(host, launch["origins"][index], REDACTED,
+                                         f"{flag} on the command line ends up in the launch script, in ps and in logs",
+                                         "write sglang_worker_api_key / sglang_worker_admin_api_key instead (a root-only "
+                                         "file the worker reads in-process)"))
+        for origin, flag, value, problem, fix in check_argv(launch["argv"], launch["origins"], flags, launch["options_start"]):
+            if SECRET_NAME.search(flag):
+                value = REDACTED
             text = f"{flag}" + (f" {value}" if value not in (None, "") else "")
             problems.append((host, f"{origin or 'command line'}: {text}: {problem} (SGLang {version}, "
                                    f"{mode} worker {worker['name']}); {fix}"))
@@ -996,6 +1006,7 @@ def pd_check_router(model):
             elif any(":" in str(key[k]) for k in ("id", "name", "role", "key")):
                 problems.append(_problem(host, f"sglang_router_control_plane_api_keys[{index}]", shown,
                                          "the router splits id:name:role:key on colons", "remove the colons"))
+        problems += _worker_key_problems(model, host, role_vars.get("sglang_router_api_key"))
         argv = " ".join(launch["workers_env"].values()).split()
         told = {}
         for i, token in enumerate(argv):
@@ -1010,6 +1021,49 @@ def pd_check_router(model):
             problems.append(_problem(host, "router --decode", sorted(listed_decodes), f"the router must list the decode workers {sorted(decodes)}",
                                      "report this as a bug"))
     return merge_problems(problems)
+
+
+def pd_check_firewall(model, groups, hostvars):
+    """With the firewall on (the default), every PD host has the networks it admits, and SSH stays open."""
+    problems = []
+    for host in model["hosts"]:
+        one = hostvars[host]
+        if _get(one, "sglang_firewall_enabled", problems, host, True) is False:
+            continue
+        missing = [name for name in ("sglang_pd_cluster_cidr", "sglang_pd_client_cidrs") if not _get(one, name, problems, host)]
+        for name in missing:
+            problems.append(_problem(host, name, None, "the firewall admits the service ports only from the cluster "
+                                     "network (worker, bootstrap, dist-init and metrics ports) and the router port only "
+                                     "from the client networks",
+                                     "set sglang_pd_cluster_cidr (e.g. 10.0.0.0/16) and sglang_pd_client_cidrs (e.g. "
+                                     "[10.1.0.0/16]) for every PD host, or sglang_firewall_enabled: false to leave "
+                                     "the ports to your own firewall"))
+        if missing:
+            continue
+        if model["errors"] or any(info["address_problem"] for info in model["hosts"].values()):
+            continue  # reported by pd_check_build / pd_check_addresses
+        try:
+            pd_firewall(host, groups, hostvars)
+        except AnsibleFilterError as exc:
+            problems.append((host, f"the firewall cannot be built: {exc.message}"))
+    return merge_problems(problems)
+
+
+def _worker_key_problems(model, router_host, router_key):
+    """Each worker must want the router's key: the router forwards its clients' key to the workers."""
+    problems = []
+    if not router_key or router_key == UNRESOLVED:
+        return problems
+    for worker in model["workers"]:
+        worker_key = model["hosts"][worker["host"]]["role_vars"]["sglang_worker"].get("sglang_worker_api_key")
+        if worker["serves_http"] and worker_key != UNRESOLVED and (worker_key or "") != router_key:
+            problems.append(_problem(worker["host"], "sglang_worker_api_key", worker_key,
+                                     f"not the key of the router on {router_host}: the router forwards its clients' "
+                                     "key to the workers, so a worker with another key refuses every request, "
+                                     "and one without a key serves anyone who reaches it",
+                                     "leave sglang_worker_api_key unset (it follows sglang_router_api_key) and set "
+                                     "sglang_router_api_key for every PD host (group_vars/all)"))
+    return problems
 
 
 class FilterModule:
@@ -1031,4 +1085,5 @@ class FilterModule:
             "pd_check_ib_devices": pd_check_ib_devices,
             "pd_check_flags": pd_check_flags,
             "pd_check_router": pd_check_router,
+            "pd_check_firewall": pd_check_firewall,
         }

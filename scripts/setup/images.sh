@@ -61,9 +61,15 @@ md5_in() {  # md5 of a file inside an image, read at set-up (the roles use image
   docker run --rm --entrypoint md5sum "$REPO_NAME@${2:-$digest}" "$1" | cut -d' ' -f1
 }
 router_so=$SITE/sglang_router/sglang_router_rs.abi3.so
-# The router's API key: the local fleet runs with authentication on, as production does.
+# The fleet's secrets, each in a 0600 file: the router's API key (the local fleet runs with
+# authentication on, as production does), the workers' admin key, and a model-hub token the
+# workers are given only so the leak test has one more secret to look for.
 ROUTER_KEY_FILE=$CACHE/router-api-key
-[ -s "$ROUTER_KEY_FILE" ] || (umask 077 && openssl rand -hex 24 > "$ROUTER_KEY_FILE")
+ADMIN_KEY_FILE=$CACHE/worker-admin-api-key
+HUB_TOKEN_FILE=$CACHE/hub-token
+for secret_file in "$ROUTER_KEY_FILE" "$ADMIN_KEY_FILE" "$HUB_TOKEN_FILE"; do
+  [ -s "$secret_file" ] || (umask 077 && openssl rand -hex 24 > "$secret_file")
+done
 mkdir -p "$(dirname "$GENERATED")"
 umask 077
 cat > "$GENERATED" <<YAML
@@ -78,9 +84,11 @@ sglang_pd_image_digest: "$digest"
 sglang_pd_image_digest_next: "$digest_v2"
 sglang_pd_image_digest_tampered: "$digest_tampered"
 sglang_pd_python_site_packages: "$SITE"
-# The router's API key, read from its 0600 file on the controller (never written here).
+# The secrets, read from their 0600 files on the controller (never written here).
 fleet_router_api_key_file: "$ROUTER_KEY_FILE"
 sglang_router_api_key: "{{ lookup('ansible.builtin.file', fleet_router_api_key_file) }}"
+sglang_worker_admin_api_key: "{{ lookup('ansible.builtin.file', '$ADMIN_KEY_FILE') }}"
+fleet_hub_token: "{{ lookup('ansible.builtin.file', '$HUB_TOKEN_FILE') }}"
 fleet_node_image: "$NODE"
 # The stand-in model directories (tests/fleet/up.yml writes them; nodes mount them read-only).
 fleet_models_dir: "$CACHE/models"

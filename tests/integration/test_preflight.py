@@ -52,6 +52,7 @@ def base():
                 'sglang_pd_model_path': '/models/glm-5.2-fp8',
                 'sglang_pd_served_model_name': 'glm-5.2-fp8',
                 'sglang_pd_cluster_cidr': '10.0.0.0/16',
+                'sglang_pd_client_cidrs': ['10.1.0.0/16'],
                 'sglang_router_api_key': "{{ lookup('ansible.builtin.env', 'SGLANG_ROUTER_API_KEY') }}",
             },
             'children': {
@@ -269,6 +270,20 @@ CASES = [
     ('unknown-sglang-version', set_all(sglang_pd_sglang_version='0.4.0'), None,
      ['sglang_pd_sglang_version = "0.4.0": the collection ships no flag list for this version',
       'run python scripts/gen_sglang_allowlist.py --version 0.4.0']),
+    ('worker-key-not-the-routers', set_host('p0', sglang_worker_api_key='another-key-0001'), None,
+     ['p0: sglang_worker_api_key = <redacted>: not the key of the router on d0',
+      'the router forwards its clients\' key to the workers', 'leave sglang_worker_api_key unset']),
+    ('worker-key-on-the-command-line', set_host('d1', sglang_worker_extra_args=['--api-key', 'key-in-argv-0002']), None,
+     ['d1: sglang_worker_extra_args = "<redacted>": --api-key on the command line ends up in the launch script',
+      'write sglang_worker_api_key / sglang_worker_admin_api_key instead']),
+    ('worker-key-as-option', set_host('d1', sglang_worker_options={'admin_api_key': 'key-as-option-0003'}), None,
+     ['d1: sglang_worker_options = {"admin_api_key": "<redacted>"}: admin_api_key is set by the collection',
+      'sglang_worker_admin_api_key']),
+    ('firewall-without-client-networks', set_all(sglang_pd_client_cidrs=None), None,
+     ['sglang_pd_client_cidrs = null: the firewall admits the service ports only from the cluster network',
+      'or sglang_firewall_enabled: false']),
+    ('firewall-client-network-typo', set_all(sglang_pd_client_cidrs=['10.1.0.0/33']), None,
+     ['the firewall cannot be built', "sglang_pd_client_cidrs: '10.1.0.0/33' is not a network"]),
     ('duplicate-worker-name', set_host('d1', sglang_pd_decode_workers=[{'name': 'w', 'gpus': '0-3'}, {'name': 'w', 'gpus': '4-7'}]),
      {'sglang_worker_tp_size': 4},
      ['d1: name of decode worker 1 = "w": the decode worker 0 on this host already has this name']),
@@ -310,6 +325,19 @@ def test_secrets_are_not_echoed(tmp_path):
     assert 'sglang_router_api_keys = <redacted>: this variable was removed or renamed' in message
     assert 'hunter2' not in result.stdout
     assert 'hunter2' not in str(result.events)
+
+
+def test_worker_keys_are_not_echoed(tmp_path):
+    inventory = copy.deepcopy(base())
+    set_host('p0', sglang_worker_api_key='hunter3', sglang_worker_extra_args=['--admin-api-key', 'hunter3'],
+             sglang_worker_options={'api_key': 'hunter3'})(inventory)
+    result = run(tmp_path, inventory, {'sglang_worker_admin_apikey': 'hunter3'})
+    assert result.rc != 0
+    assert 'sglang_worker_admin_apikey = <redacted>: no role of this collection reads this variable' in failure_message(result)
+    assert 'hunter3' not in result.stdout and 'hunter3' not in str(result.events)
+    result = run(tmp_path, inventory)
+    assert result.rc != 0 and 'p0: ' in failure_message(result)
+    assert 'hunter3' not in result.stdout and 'hunter3' not in str(result.events)
 
 
 def test_a_router_without_key_passes_only_when_allowed_explicitly(tmp_path):

@@ -127,8 +127,10 @@ def test_every_worker_flag_is_in_the_allowlist(rendered):
     assert workers
     for spec in workers:
         argv = spec['argv']
-        assert argv[:3] == ['python', '-m', 'sglang.launch_server']
-        assert pd_checks.check_argv(argv, [''] * len(argv), ALLOWLIST) == []
+        # python -c LAUNCHER sglang.launch_server SECRET_FILE ...: the keys are in the secret file.
+        assert argv[:2] == ['python', '-c'] and argv[3] == 'sglang.launch_server'
+        assert spec['secret']['args'] == ['--api-key', '<redacted>']
+        assert pd_checks.check_argv(argv, [''] * len(argv), ALLOWLIST, start=5) == []
         assert option(argv, '--disaggregation-mode') == [spec['mode']]
         assert option(argv, '--kv-cache-dtype') == ['fp8_e4m3']
         assert option(argv, '--tp-size') == ['8']

@@ -76,12 +76,15 @@ class Standin:
     bootstrap_port: int
     log_path: Path
 
-    def request(self, method: str, path: str, body: Any = None) -> tuple[int, bytes]:
-        """One request on a fresh connection; (status, body)."""
+    def request(self, method: str, path: str, body: Any = None, key: str | None = None) -> tuple[int, bytes]:
+        """One request on a fresh connection (with ``Authorization: Bearer KEY`` when given); (status, body)."""
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
         try:
             data = None if body is None else json.dumps(body)
-            conn.request(method, path, body=data, headers={"Content-Type": "application/json"})
+            headers = {"Content-Type": "application/json"}
+            if key is not None:
+                headers["Authorization"] = f"Bearer {key}"
+            conn.request(method, path, body=data, headers=headers)
             resp = conn.getresponse()
             return resp.status, resp.read()
         finally:
@@ -158,6 +161,20 @@ def test_warmup_answers_503_then_200(start: Callable[..., Standin]) -> None:
     assert standin.request("GET", "/health") == (200, b"")
     assert standin.request("GET", "/health_generate") == (200, b"")
     assert standin.json("POST", "/v1/chat/completions", CHAT)[0] == 200
+
+
+def test_api_keys_guard_every_endpoint_but_health_and_metrics(start: Callable[..., Standin]) -> None:
+    standin = start(extra=("--api-key", "k-user", "--admin-api-key", "k-admin"))
+    assert standin.request("GET", "/health_generate")[0] == 200
+    assert standin.request("GET", "/metrics")[0] == 200
+    assert standin.request("GET", "/get_server_info")[0] == 401
+    assert standin.request("POST", "/v1/chat/completions", CHAT, key="wrong")[0] == 401
+    assert standin.request("POST", "/v1/chat/completions", CHAT, key="k-user")[0] == 200
+    assert standin.request("POST", "/flush_cache", {}, key="k-user")[0] == 401
+    assert standin.request("POST", "/flush_cache", {}, key="k-admin")[0] == 200
+    status, raw = standin.request("GET", "/get_server_info", key="k-user")
+    assert status == 200 and b"k-user" not in raw and b"k-admin" not in raw
+    assert "k-user" not in standin.log() and "k-admin" not in standin.log()
 
 
 def test_unknown_flags_accepted_and_server_info(plain: Standin) -> None:

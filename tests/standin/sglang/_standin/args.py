@@ -49,6 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("--disaggregation-bootstrap-port", type=int, default=8998)
     add("--disaggregation-transfer-backend", default="mooncake", choices=TRANSFER_BACKENDS)
     add("--disaggregation-ib-device", default=None)
+    add("--api-key", dest="api_key", default=None, help="required on every endpoint but /health* and /metrics")
+    add("--admin-api-key", dest="admin_api_key", default=None, help="required instead on admin endpoints (/flush_cache)")
     return parser
 
 

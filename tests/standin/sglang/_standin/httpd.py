@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hmac
 import json
 import socket
 import threading
@@ -22,6 +23,8 @@ from sglang._standin.state import ServerState, log
 
 IDLE_TIMEOUT_SECS = 30.0
 MAX_BODY_BYTES = 16 * 1024 * 1024
+# Endpoints SGLang guards with --admin-api-key when it is set.
+ADMIN_PATHS = frozenset({"/flush_cache"})
 
 
 class StandinHTTPServer(ThreadingHTTPServer):
@@ -154,8 +157,26 @@ class StandinHandler(BaseHTTPRequestHandler):
 
     # --- routing -------------------------------------------------------------
 
+    def _authorized(self, path: str) -> bool:
+        """SGLang's API-key rules; answers 401 and returns False when the request lacks its key.
+
+        /health* and /metrics are open; admin endpoints want --admin-api-key when it is set
+        (else --api-key); every other endpoint wants --api-key when it is set.
+        """
+        args = self.server.state.args
+        if path.startswith(("/health", "/metrics")):
+            return True
+        wanted = (args.admin_api_key or args.api_key) if path in ADMIN_PATHS else args.api_key
+        given = self.headers.get("Authorization", "")
+        if not wanted or hmac.compare_digest(given.encode(), f"Bearer {wanted}".encode()):
+            return True
+        self._json(401, {"error": "Unauthorized"})
+        return False
+
     def do_GET(self) -> None:  # pylint: disable=invalid-name
         """GET routes."""
+        if not self._authorized(urlsplit(self.path).path):
+            return
         routes: dict[str, Callable[[], None]] = {
             "/health": self._health,
             "/health_generate": self._health,
@@ -180,6 +201,8 @@ class StandinHandler(BaseHTTPRequestHandler):
             self._error(exc.status, str(exc))
             return
         path = urlsplit(self.path).path
+        if not self._authorized(path):
+            return
         if path == "/flush_cache":
             self._send(200, b"Cache flushed.\n")
         elif path in ("/generate", "/v1/completions", "/v1/chat/completions"):

@@ -58,8 +58,8 @@ class ServerState:
             self.bootstrap_connections += 1
 
     def server_info(self) -> dict[str, Any]:
-        """Body of GET /get_server_info: all parsed server args, the version and the counters."""
-        info: dict[str, Any] = dict(vars(self.args))
+        """Body of GET /get_server_info: the parsed server args (keys left out), the version and the counters."""
+        info: dict[str, Any] = {k: v for k, v in vars(self.args).items() if k not in ("api_key", "admin_api_key")}
         with self._lock:
             info.update(
                 version=__version__,

@@ -184,8 +184,9 @@ def _prefill(**extra):
 def test_worker_launch_builds_the_production_command():
     launch = pd.worker_launch(_prefill(), rv(ib_device={0: ["mlx5_ib0"], 1: ["mlx5_ib1"]}))
     argv = launch["argv"]
-    assert argv[:9] == ["python", "-m", "sglang.launch_server", "--disaggregation-mode", "prefill",
-                        "--port", "30100", "--disaggregation-bootstrap-port", "8998"]
+    assert argv[:11] == ["python", "-c", pd.PY_LAUNCHER, "sglang.launch_server", "-", "--disaggregation-mode", "prefill",
+                         "--port", "30100", "--disaggregation-bootstrap-port", "8998"]
+    assert launch["options_start"] == 5 and launch["secret"] == {}
     assert "--trust-remote-code" in argv
     assert argv[argv.index("--kv-cache-dtype") + 1] == "fp8_e4m3"
     assert argv[argv.index("--disaggregation-ib-device") + 1] == '{"0":"mlx5_ib0","1":"mlx5_ib1"}'
@@ -317,6 +318,44 @@ def test_router_api_keys_never_appear_as_arguments():
     assert launch["secret"] == {"args": ["--api-key", "s3cret", "--control-plane-api-keys", "ops:Ops Team:admin:k1"]}
     assert launch["secret_redacted"] == {"args": ["--api-key", "<redacted>", "--control-plane-api-keys", "<redacted>"]}
     assert launch["missing_secret_flags"] == ["--control-plane-api-keys"]
+
+
+def test_worker_keys_and_secret_env_go_to_the_secret_file_only():
+    worker = _prefill(env={"HF_TOKEN": "hf-77", "MY_CERT": "pem-5", "PLAIN": "1"})
+    launch = pd.worker_launch(worker, rv(api_key="wk-1", admin_api_key="adm-2", secret_env=["MY_CERT"]))
+    argv = " ".join(launch["argv"])
+    assert argv.startswith("python -c ") and launch["argv"][3:5] == ["sglang.launch_server", pd.SECRET_MOUNT]
+    for secret in ("wk-1", "adm-2", "hf-77", "pem-5"):
+        assert secret not in argv and secret not in str(launch["env"]) and secret not in str(launch["secret_redacted"])
+    assert launch["secret"] == {"args": ["--api-key", "wk-1", "--admin-api-key", "adm-2"],
+                                "env": {"HF_TOKEN": "hf-77", "MY_CERT": "pem-5"}}
+    assert launch["secret_redacted"] == {"args": ["--api-key", "<redacted>", "--admin-api-key", "<redacted>"],
+                                         "env": {"HF_TOKEN": "<redacted>", "MY_CERT": "<redacted>"}}
+    assert launch["env"]["PLAIN"] == "1"
+
+
+def test_api_keys_given_as_worker_options_stay_off_the_command_line():
+    launch = pd.worker_launch(_prefill(args={"api_key": "opt-3"}), rv(options={"admin_api_key": "opt-4"}))
+    assert "opt-3" not in " ".join(launch["argv"]) and "opt-4" not in " ".join(launch["argv"])
+
+
+def test_secret_volume_mounts_the_file_read_only_when_there_are_secrets():
+    assert pd.secret_volume("/etc/sglang-pd/w.secret.json", {"args": ["--api-key", "k"]}) == [
+        "/etc/sglang-pd/w.secret.json:" + pd.SECRET_MOUNT + ":ro"]
+    assert pd.secret_volume("/etc/sglang-pd/w.secret.json", {}) == []
+
+
+def test_the_launcher_sets_secret_env_in_process(tmp_path):
+    import json
+    import subprocess
+    import sys
+    module = tmp_path / "show_env.py"
+    module.write_text("import json, os\nprint(json.dumps(os.environ.get('HF_TOKEN')))\n")
+    secret = tmp_path / "secret.json"
+    secret.write_text(json.dumps({"env": {"HF_TOKEN": "hf-42"}}))
+    out = subprocess.run([sys.executable, "-c", pd.PY_LAUNCHER, "show_env", str(secret)],
+                         env={"PYTHONPATH": str(tmp_path)}, capture_output=True, text=True, check=True).stdout
+    assert json.loads(out) == "hf-42"
 
 
 def test_the_launcher_appends_workers_and_secrets_in_process(tmp_path):

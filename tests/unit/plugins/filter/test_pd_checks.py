@@ -156,6 +156,32 @@ def test_a_router_without_key_is_refused_unless_allowed():
     assert checks.pd_check_router(model_of(groups, hostvars)) != []
 
 
+def test_the_workers_follow_the_router_key_and_another_key_is_refused_unshown():
+    groups, hostvars = inventory()
+    model = model_of(groups, hostvars)
+    assert {w["launch"]["secret"]["args"][1] for w in model["workers"]} == {"k-unit"}
+    groups, hostvars = inventory(p0={"sglang_worker_api_key": "other-key-1"})
+    problems = checks.pd_check_router(model_of(groups, hostvars))
+    assert len(problems) == 1 and problems[0].startswith("p0: sglang_worker_api_key = <redacted>: not the key of the router on d0")
+    assert "other-key-1" not in problems[0] and "k-unit" not in problems[0]
+    groups, hostvars = inventory(p0={"sglang_router_api_key": ""})
+    assert any(p.startswith("p0: sglang_worker_api_key") for p in checks.pd_check_router(model_of(groups, hostvars)))
+
+
+@pytest.mark.parametrize("variable, value", [
+    ("sglang_worker_extra_args", ["--api-key", "argv-key-2"]),
+    ("sglang_worker_extra_args", ["--admin-api-key=argv-key-2"]),
+    ("sglang_worker_options", {"api_key": "argv-key-2"}),
+])
+def test_a_worker_key_on_the_command_line_is_refused_unshown(variable, value):
+    groups, hostvars = inventory(p0={variable: value})
+    model = model_of(groups, hostvars)
+    assert all("argv-key-2" not in " ".join(w["launch"]["argv"]) for w in model["workers"] if variable != "sglang_worker_extra_args")
+    problems = checks.pd_check_flags(model, hostvars)
+    assert problems and all(p.startswith("p0: ") for p in problems)
+    assert all("argv-key-2" not in p for p in problems)
+
+
 def test_metrics_on_a_host_name_need_an_address():
     groups, hostvars = inventory(d0={"sglang_pd_service_address": "localhost"})
     problems = checks.pd_check_router(model_of(groups, hostvars))

@@ -1,0 +1,87 @@
+# Copyright: mindverse
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What the firewall of one PD host admits, from the plan (the inventory).
+
+The sglang_firewall role writes it as one nftables table of its own (``inet sglang_pd``):
+the ports of this host's workers (HTTP, bootstrap, dist-init) and its router's metrics
+port only from ``sglang_pd_cluster_cidr``; its router port only from ``sglang_pd_client_cidrs``.
+Every other port, SSH included, is left to the operator's own rules.
+"""
+from __future__ import annotations
+
+import ipaddress
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.mindverse.sglang_pd.plugins.filter.pd import (
+    MODES,
+    pd_workers,
+    router_port,
+)
+
+# The router's Prometheus port when sglang_router_prometheus_port is not set for the host
+# (the sglang_router role's default).
+DEFAULT_ROUTER_METRICS_PORT = 29000
+DEFAULT_SSH_PORT = 22
+
+
+def _networks(value, variable):
+    items = [value] if isinstance(value, str) else list(value or [])
+    networks = []
+    for item in items:
+        try:
+            networks.append(ipaddress.ip_network(str(item).strip(), strict=False))
+        except ValueError as exc:
+            raise AnsibleFilterError(f"{variable}: {item!r} is not a network ({exc})") from exc
+    if not networks:
+        raise AnsibleFilterError(f"{variable} is empty: the firewall would admit nobody")
+    return networks
+
+
+def _by_family(networks):
+    return {
+        "v4": sorted({str(n) for n in networks if n.version == 4}),
+        "v6": sorted({str(n) for n in networks if n.version == 6}),
+    }
+
+
+def pd_firewall(host, groups, hostvars):
+    """The firewall of HOST: ``{cluster: {v4, v6, ports}, clients: {v4, v6, ports}}``.
+
+    ``cluster.ports``: the HTTP, bootstrap and dist-init ports of the workers on HOST and the
+    metrics port of its router; ``clients.ports``: its router port. Raises when a network is
+    invalid or missing, or when a port to guard is the host's SSH port.
+    """
+    one = hostvars[host]
+    cluster_ports, client_ports = set(), set()
+    for mode in MODES:
+        for worker in pd_workers(list(groups.get("sglang_" + mode) or []), hostvars, mode, ranks="all"):
+            if worker["host"] != host:
+                continue
+            if worker["serves_http"]:
+                cluster_ports.add(int(worker["port"]))
+            if mode == "prefill" and worker["serves_http"]:
+                cluster_ports.add(int(worker["bootstrap_port"]))
+            if worker.get("nnodes", 1) > 1 and worker["node_rank"] == 0:
+                cluster_ports.add(int(str(worker["dist_init_addr"]).rsplit(":", 1)[1]))
+    if host in (groups.get("sglang_router") or []):
+        client_ports.add(router_port(one, one))
+        metrics = one.get("sglang_router_prometheus_port", DEFAULT_ROUTER_METRICS_PORT)
+        if metrics not in (None, ""):
+            cluster_ports.add(int(metrics))
+    ssh = int(one.get("ansible_port") or DEFAULT_SSH_PORT)
+    if ssh in cluster_ports | client_ports:
+        raise AnsibleFilterError(f"{host}: port {ssh} is both a service port and SSH's: the firewall never guards SSH")
+    cluster = _by_family(_networks(one.get("sglang_pd_cluster_cidr"), "sglang_pd_cluster_cidr"))
+    clients = _by_family(_networks(one.get("sglang_pd_client_cidrs"), "sglang_pd_client_cidrs"))
+    return {
+        "cluster": dict(cluster, ports=sorted(cluster_ports)),
+        "clients": dict(clients, ports=sorted(client_ports - cluster_ports)),
+    }
+
+
+class FilterModule:
+    """Firewall filters."""
+
+    def filters(self):
+        return {"pd_firewall": pd_firewall}

@@ -1,0 +1,67 @@
+# Copyright: mindverse
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Unit tests of what the firewall admits (plugins/filter/firewall.py) and its preflight check."""
+
+from __future__ import annotations
+
+import pytest
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.mindverse.sglang_pd.plugins.filter import firewall
+from ansible_collections.mindverse.sglang_pd.plugins.filter import pd_checks as checks
+
+NETWORKS = {"sglang_pd_cluster_cidr": "10.0.0.0/16", "sglang_pd_client_cidrs": ["10.1.0.0/16", "fd00::/64"]}
+
+
+def fleet(**overrides):
+    hostvars = {
+        "p0": dict(NETWORKS, sglang_pd_service_address="10.0.0.1"),
+        "d0": dict(NETWORKS, sglang_pd_service_address="10.0.0.2",
+                   sglang_pd_decode_workers=[{"port": 30200, "gpus": "0-3"}, {"port": 30201, "gpus": "4-7"}]),
+    }
+    for host, values in overrides.items():
+        hostvars[host].update(values)
+    groups = {"sglang_prefill": ["p0"], "sglang_decode": ["d0"], "sglang_router": ["d0"]}
+    return groups, hostvars
+
+
+def test_a_prefill_host_guards_its_http_and_bootstrap_ports_for_the_cluster():
+    groups, hostvars = fleet()
+    rules = firewall.pd_firewall("p0", groups, hostvars)
+    assert rules["cluster"] == {"v4": ["10.0.0.0/16"], "v6": [], "ports": [8998, 30100]}
+    assert rules["clients"] == {"v4": ["10.1.0.0/16"], "v6": ["fd00::/64"], "ports": []}
+
+
+def test_the_router_host_admits_clients_to_the_router_port_only():
+    groups, hostvars = fleet(d0={"sglang_router_prometheus_port": 29100})
+    rules = firewall.pd_firewall("d0", groups, hostvars)
+    assert rules["cluster"]["ports"] == [29100, 30200, 30201]
+    assert rules["clients"]["ports"] == [30000]
+
+
+def test_a_multi_node_worker_guards_its_dist_init_port_on_rank_0():
+    groups, hostvars = fleet(p0={"sglang_pd_worker_group": "big"})
+    hostvars["p1"] = dict(NETWORKS, sglang_pd_service_address="10.0.0.3", sglang_pd_worker_group="big")
+    groups["sglang_prefill"] = ["p0", "p1"]
+    assert 20000 in firewall.pd_firewall("p0", groups, hostvars)["cluster"]["ports"]
+    assert firewall.pd_firewall("p1", groups, hostvars)["cluster"]["ports"] == []
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"sglang_pd_client_cidrs": []}, "sglang_pd_client_cidrs is empty"),
+    ({"sglang_pd_cluster_cidr": "10.0.0/40"}, "is not a network"),
+    ({"ansible_port": 30000}, "port 30000 is both a service port and SSH's"),
+])
+def test_what_the_firewall_refuses(overrides, message):
+    groups, hostvars = fleet(d0=overrides)
+    with pytest.raises(AnsibleFilterError, match=message):
+        firewall.pd_firewall("d0", groups, hostvars)
+
+
+def test_the_preflight_wants_the_networks_unless_the_firewall_is_off():
+    groups, hostvars = fleet(d0={"sglang_pd_client_cidrs": None})
+    model = checks.pd_model(groups, hostvars, {})
+    problems = checks.pd_check_firewall(model, groups, hostvars)
+    assert len(problems) == 1 and problems[0].startswith("d0: sglang_pd_client_cidrs = null: the firewall admits")
+    hostvars["d0"]["sglang_firewall_enabled"] = False
+    assert checks.pd_check_firewall(model, groups, hostvars) == []
