@@ -98,9 +98,10 @@ PY_LAUNCHER = (
     "runpy.run_module(m,run_name='__main__',alter_sys=True)")
 # Index of the first option in a launcher command line: python -c LAUNCHER MODULE SECRET_FILE|-.
 LAUNCH_OPTIONS_START = 5
-# A name that says it holds a secret (a variable, an environment variable): its value is never
-# shown, and in a container's environment it moves into the service's secret file.
-SECRET_NAME = re.compile(r"key|token|passw|secret|credential", re.IGNORECASE)
+# A name that says it holds a secret (a variable, an environment variable), misspelt ones
+# included: its value is never shown, and in a container's environment it moves into the
+# service's secret file.
+SECRET_NAME = re.compile(r"key|token|pas+w|pwd|secret|credential|auth", re.IGNORECASE)
 # The router's static membership (--prefill URL PORT ... --decode URL ...), in an env file of
 # its own so that a scale operation rewrites it from the plan without touching the command.
 ROUTER_WORKERS_ENV = "SGLANG_PD_ROUTER_WORKERS"

@@ -37,6 +37,10 @@ from ansible_collections.mindverse.sglang_pd.plugins.filter.pd import (
 
 PD_GROUPS = ("sglang_router", "sglang_prefill", "sglang_decode")
 ROLE_PREFIXES = {"sglang_worker": "sglang_worker_", "sglang_router": "sglang_router_"}
+# A variable with one of these prefixes belongs to the collection: one that no role or
+# playbook takes is refused (a misspelt digest would otherwise deploy the old image).
+COLLECTION_PREFIXES = ("sglang_pd_", "sglang_worker_", "sglang_router_", "sglang_image_", "sglang_firewall_",
+                       "sglang_service_", "container_engine_", "rocm_", "rdma_", "unified_image_", "mooncake_patch_")
 DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 MD5_RE = re.compile(r"^[0-9a-f]{32}$")
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
@@ -74,7 +78,8 @@ def _show(value):
 
 def _problem(host, variable, value, problem, fix):
     field = str(variable).rsplit(".", 1)[-1]
-    secret = SECRET_NAME.search(field) and not isinstance(value, (Mapping, list)) and value not in (None, "")
+    # A mapping is shown as given: its callers redact the secret parts (control-plane keys).
+    secret = SECRET_NAME.search(field) and not isinstance(value, Mapping) and value not in (None, "")
     shown = REDACTED if secret else _show(value)
     return (host, f"{variable} = {shown}: {problem}; {fix}")
 
@@ -256,13 +261,27 @@ def pd_check_build(model):
 # --------------------------------------------------------------------------- groups
 
 def pd_check_groups(groups):
-    """Each PD group has at least one host."""
+    """Each PD group has hosts, all of them in sglang_pd, and no group is a misspelt PD group."""
     problems = []
+    members = set(groups.get("sglang_pd") or [])
     for name in PD_GROUPS:
         if not (groups.get(name) or []):
             problems.append(
                 f"inventory: group {name} is empty; add at least one host to {name} "
                 f"(sglang_router, sglang_prefill and sglang_decode are children of sglang_pd)")
+        outside = [host for host in groups.get(name) or [] if host not in members]
+        if outside:
+            problems.append(
+                f"{', '.join(outside)}: in group {name} but not in sglang_pd, so the container engine, the "
+                f"firewall and the image would skip them while the router is told their workers; "
+                f"make {name} a child of sglang_pd (all: children: sglang_pd: children: {name})")
+    known = set(PD_GROUPS) | {"sglang_pd", "all", "ungrouped"}
+    for name in sorted(groups):
+        close = difflib.get_close_matches(name, sorted(PD_GROUPS + ("sglang_pd",)), n=1, cutoff=0.85)
+        if name not in known and close and groups.get(name):
+            problems.append(
+                f"{', '.join(groups[name])}: in group {name}, which no play of this collection runs on; "
+                f"did you mean {close[0]}? (the hosts would silently serve nothing)")
     return problems
 
 
@@ -324,18 +343,27 @@ def pd_check_variables(hostvars, hosts, specs, removed):
     """
     problems = []
     known = set(specs)
+    required = sorted(n for n, spec in specs.items() if n.startswith("sglang_pd_") and (spec or {}).get("required"))
     for host in hosts:
         one = hostvars[host]
         names = _names(one)
+        for name in required:
+            if name not in names or _get(one, name, [], host) in (None, ""):
+                problems.append(_problem(host, name, None, "required, and not set",
+                                         f"set {name} for every PD host (group_vars/all); see docs/variables.md"))
         for name in sorted(names):
             if name in removed:
                 problems.append(_problem(host, name, _get(one, name, [], host), "this variable was removed or renamed",
                                          f"write {removed[name]} instead"))
                 continue
-            if any(name.startswith(p) for p in ROLE_PREFIXES.values()) and name not in known:
+            if name.startswith(COLLECTION_PREFIXES) and name not in known:
                 hint = _role_variable_hint(name, known)
-                problems.append(_problem(host, name, _get(one, name, [], host), "no role of this collection reads this variable",
-                                         f"{hint}see docs/variables.md for the variables each role takes"))
+                value = _get(one, name, [], host)
+                # A misspelling of a secret's name is a secret too ("did you mean ..._password?").
+                if SECRET_NAME.search(hint) or (specs.get(hint.partition("did you mean ")[2].partition("?")[0]) or {}).get("no_log"):
+                    value = REDACTED
+                problems.append(_problem(host, name, value, "no role or playbook of this collection "
+                                         "reads this variable", f"{hint}see docs/variables.md for the variables each role takes"))
                 continue
             spec = specs.get(name)
             if spec is None:
@@ -480,11 +508,6 @@ def pd_check_image(hostvars, hosts):
                 problems.append(_problem(host, name, value, "not pinned by a full sha256 digest",
                                          "write REPOSITORY@sha256:<64 hex characters>, or leave it unset so it "
                                          "follows sglang_pd_image_repository and sglang_pd_image_digest"))
-        if "sglang_pd_image_digest_next" in names:
-            value = _get(one, "sglang_pd_image_digest_next", problems, host)
-            if value and (not isinstance(value, str) or not DIGEST_RE.match(value)):
-                problems.append(_problem(host, "sglang_pd_image_digest_next", value, "not a full sha256 digest",
-                                         "write sha256: followed by all 64 hex characters"))
         for name in sorted(names):
             if name.endswith("_md5"):
                 value = _get(one, name, problems, host)
@@ -510,6 +533,30 @@ def pd_check_image(hostvars, hosts):
 
 
 # --------------------------------------------------------------------------- addresses
+
+def pd_check_reachability(model):
+    """The router reaches every worker at its URL: no worker listens on another address than its service address."""
+    problems = []
+    for worker in model["workers"]:
+        if not worker["serves_http"]:
+            continue
+        listen = str(worker["launch"]["options"].get("host") or "")
+        address = model["hosts"][worker["host"]]["address"]
+        if address is None or listen in ("0.0.0.0", "::", address):
+            continue
+        try:
+            loopback = listen == "localhost" or ipaddress.ip_address(listen).is_loopback
+        except ValueError:
+            loopback = False
+        why = ("a server on a loopback address refuses every other node" if loopback
+               else f"it would listen on {listen}, not on its service address {address}")
+        problems.append(_problem(worker["host"], _origin_of(worker["launch"], "host"), listen,
+                                 f"the routers and the decode workers reach {worker['mode']} worker {worker['name']} "
+                                 f"at {worker['url']}: {why}",
+                                 "leave the host unset (the service address, or every interface with "
+                                 "sglang_pd_listen_all: true)"))
+    return merge_problems(problems)
+
 
 def _resolve(name, cache):
     if name not in cache:
@@ -1080,6 +1127,7 @@ class FilterModule:
             "pd_check_names": pd_check_names,
             "pd_check_image": pd_check_image,
             "pd_check_addresses": pd_check_addresses,
+            "pd_check_reachability": pd_check_reachability,
             "pd_check_ports": pd_check_ports,
             "pd_check_gpus": pd_check_gpus,
             "pd_check_ib_devices": pd_check_ib_devices,

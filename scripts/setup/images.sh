@@ -78,11 +78,11 @@ cat > "$GENERATED" <<YAML
 sglang_pd_registry: "$ADDR"
 sglang_pd_registry_username: sglang
 sglang_pd_registry_password: "$(cat "$CACHE/registry/password")"
-sglang_pd_registry_ca_file: "$CACHE/registry/ca.crt"
+fleet_registry_ca_file: "$CACHE/registry/ca.crt"
 sglang_pd_image_repository: "$REPO_NAME"
 sglang_pd_image_digest: "$digest"
-sglang_pd_image_digest_next: "$digest_v2"
-sglang_pd_image_digest_tampered: "$digest_tampered"
+fleet_image_digest_next: "$digest_v2"
+fleet_image_digest_tampered: "$digest_tampered"
 sglang_pd_python_site_packages: "$SITE"
 # The secrets, read from their 0600 files on the controller (never written here).
 fleet_router_api_key_file: "$ROUTER_KEY_FILE"
@@ -104,7 +104,7 @@ sglang_pd_image_artifacts:
 YAML
 cat >> "$GENERATED" <<YAML
 # The manifest of the next image (for upgrade tests): its engine fixture differs.
-sglang_pd_image_artifacts_next:
+fleet_image_artifacts_next:
   - path: "$router_so"
     md5: "$(md5_in "$router_so" "$digest_v2")"
   - path: "$engine_so"

@@ -185,7 +185,7 @@ CASES = [
      ['sglang_worker_env = {"SGLANG_USE_AITER": "1"}: this variable was removed or renamed',
       'write sglang_worker_rocm_env, sglang_worker_nccl_env']),
     ('unknown-role-variable', set_host('p0', sglang_worker_tensor_parallel_size=8), None,
-     ['p0: sglang_worker_tensor_parallel_size = 8: no role of this collection reads this variable',
+     ['p0: sglang_worker_tensor_parallel_size = 8: no role or playbook of this collection reads this variable',
       'did you mean sglang_worker_tp_size?']),
     ('kv-cache-fp8-variable', set_all(sglang_worker_kv_cache_dtype='fp8'), None,
      ['sglang_worker_kv_cache_dtype = "fp8": not one of auto, fp8_e5m2, fp8_e4m3',
@@ -284,6 +284,72 @@ CASES = [
       'or sglang_firewall_enabled: false']),
     ('firewall-client-network-typo', set_all(sglang_pd_client_cidrs=['10.1.0.0/33']), None,
      ['the firewall cannot be built', "sglang_pd_client_cidrs: '10.1.0.0/33' is not a network"]),
+    # Every prefix of the collection: a misspelt name is refused with the closest known one.
+    ('misspelt-digest-extra-var', None, {'sglang_pd_imgae_digest': DIGEST},
+     ['sglang_pd_imgae_digest = "sha256:', 'no role or playbook of this collection reads this variable',
+      'did you mean sglang_pd_image_digest?']),
+    ('misspelt-pd-port', set_host('d1', sglang_pd_decode_prot=30300), None,
+     ['d1: sglang_pd_decode_prot = 30300: no role or playbook', 'did you mean sglang_pd_decode_port?']),
+    ('misspelt-image-variable', set_all(sglang_image_keep_previos=2), None,
+     ['sglang_image_keep_previos = 2: no role or playbook', 'did you mean sglang_image_keep_previous?']),
+    ('misspelt-engine-variable', set_all(container_engine_data_rot='/mnt/nvme/docker'), None,
+     ['container_engine_data_rot = "/mnt/nvme/docker": no role or playbook', 'did you mean container_engine_data_root?']),
+    ('misspelt-rocm-variable', set_all(rocm_versoin='6.4.1'), None,
+     ['rocm_versoin = "6.4.1": no role or playbook', 'did you mean rocm_version?']),
+    ('misspelt-firewall-variable', set_all(sglang_firewall_enable=False), None,
+     ['sglang_firewall_enable = false: no role or playbook', 'did you mean sglang_firewall_enabled?']),
+    ('misspelt-secret-variable', None, {'sglang_pd_registry_pasword': 'hunter4'},
+     ['sglang_pd_registry_pasword = <redacted>: no role or playbook', 'did you mean sglang_pd_registry_password?']),
+    ('required-model-path', set_all(sglang_pd_model_path=None), None,
+     ['sglang_pd_model_path = null: required, and not set', 'set sglang_pd_model_path for every PD host']),
+    ('scale-in-switch-choice', None, {'sglang_pd_scale_in_workers': 'old'},
+     ['sglang_pd_scale_in_workers = "old": not one of all, stale']),
+    # Inventory shape.
+    ('pd-group-beside-sglang-pd', lambda inv: inv['all']['children'].update(
+        {'sglang_decode': inv['all']['children']['sglang_pd']['children'].pop('sglang_decode')}), None,
+     ['d1: in group sglang_decode but not in sglang_pd', 'make sglang_decode a child of sglang_pd']),
+    ('misspelt-pd-group', lambda inv: inv['all']['children']['sglang_pd']['children'].update(
+        {'sglang_decod': {'hosts': {'d2': {'sglang_pd_service_address': '10.0.0.13'}}}}), None,
+     ['d2: in group sglang_decod, which no play of this collection runs on', 'did you mean sglang_decode?']),
+    # Workers nobody can reach.
+    ('worker-on-loopback', set_host('p0', sglang_worker_host='127.0.0.1'), None,
+     ['p0: sglang_worker_host = "127.0.0.1": the routers and the decode workers reach prefill worker sglang-prefill at '
+      'http://10.0.0.10:30100: a server on a loopback address refuses every other node']),
+    ('worker-on-another-address', set_host('d1', sglang_worker_decode_options={'host': '10.0.9.9'}), None,
+     ['d1: sglang_worker_decode_options = "10.0.9.9"', 'it would listen on 10.0.9.9, not on its service address 10.0.0.12']),
+    # Units and types.
+    ('shm-size-without-unit', set_all(sglang_worker_shm_size=64), None,
+     ['sglang_worker_shm_size = 64: a size without a unit is bytes to Docker (64 bytes)', 'write 64g']),
+    ('shm-size-not-a-size', set_all(sglang_worker_shm_size='lots'), None,
+     ['sglang_worker_shm_size = "lots": not a size']),
+    ('env-value-list', set_all(sglang_worker_extra_env={'NCCL_IB_HCA': ['mlx5_0', 'mlx5_1']}), None,
+     ['sglang_worker_extra_env.NCCL_IB_HCA = ["mlx5_0", "mlx5_1"]: an environment value must be a string or a number']),
+    ('worker-env-value-map', set_host('d1', sglang_pd_decode_workers=[{'env': {'X': {'a': 1}}}]), None,
+     ['d1: env of sglang-decode in sglang_pd_decode_workers.X = {"a": 1}: an environment value must be a string']),
+    ('router-env-not-a-map', set_host('d0', sglang_router_env=['RUST_LOG=info']), None,
+     ['sglang_router_env = ["RUST_LOG=info"]']),
+    # Values SGLang refuses at start.
+    ('mem-fraction-above-one', set_all(sglang_worker_mem_fraction_static=1.5), None,
+     ['sglang_worker_mem_fraction_static = 1.5: SGLang wants a fraction of GPU memory', 'between 0 and 1']),
+    ('mem-fraction-zero', set_host('p0', sglang_worker_prefill_options={'mem_fraction_static': 0}), None,
+     ['p0: sglang_worker_prefill_options = 0: SGLang wants a fraction of GPU memory']),
+    ('negative-page-size', set_all(sglang_worker_page_size=-16), None,
+     ['sglang_worker_page_size = -16: SGLang wants a page size of at least 1 token']),
+    ('chunk-not-multiple-of-page', set_all(sglang_worker_page_size=64, sglang_worker_chunked_prefill_size=1000), None,
+     ['sglang_worker_chunked_prefill_size = 1000: SGLang wants it to be a multiple of the page size 64', 'such as 960']),
+    ('served-name-with-colon', set_all(sglang_pd_served_model_name='glm:5.2'), None,
+     ['"glm:5.2": SGLang refuses a served model name with a colon']),
+    # Prefill and decode that cannot work together.
+    ('kv-dtype-differs', set_host('d1', sglang_worker_decode_options={'kv_cache_dtype': 'auto'}), None,
+     ['kv_cache_dtype: prefill and decode workers must agree on the KV cache\'s data type',
+      'd1 decode worker sglang-decode (sglang_worker_decode_options) use "auto"']),
+    ('transfer-backend-differs', set_host('p0', sglang_worker_transfer_backend='nixl'), None,
+     ['disaggregation_transfer_backend: prefill and decode workers must agree on the KV transfer backend',
+      'p0 prefill worker sglang-prefill (sglang_worker_transfer_backend) use "nixl"']),
+    ('page-size-differs', set_host('d0', sglang_worker_page_size=32), None,
+     ['page_size: prefill and decode workers must agree on the KV cache\'s page size']),
+    ('model-differs', set_host('d1', sglang_pd_model_path='/models/other'), None,
+     ['model_path: prefill and decode workers must agree on the model']),
     ('duplicate-worker-name', set_host('d1', sglang_pd_decode_workers=[{'name': 'w', 'gpus': '0-3'}, {'name': 'w', 'gpus': '4-7'}]),
      {'sglang_worker_tp_size': 4},
      ['d1: name of decode worker 1 = "w": the decode worker 0 on this host already has this name']),
@@ -320,7 +386,7 @@ def test_secrets_are_not_echoed(tmp_path):
     result = run(tmp_path, inventory, {'sglang_router_apikey': 'hunter2', 'sglang_router_api_keys': 'hunter2'})
     assert result.rc != 0
     message = failure_message(result)
-    assert 'sglang_router_apikey = <redacted>: no role of this collection reads this variable' in message
+    assert 'sglang_router_apikey = <redacted>: no role or playbook of this collection reads this variable' in message
     assert 'did you mean sglang_router_api_key?' in message
     assert 'sglang_router_api_keys = <redacted>: this variable was removed or renamed' in message
     assert 'hunter2' not in result.stdout
@@ -333,7 +399,7 @@ def test_worker_keys_are_not_echoed(tmp_path):
              sglang_worker_options={'api_key': 'hunter3'})(inventory)
     result = run(tmp_path, inventory, {'sglang_worker_admin_apikey': 'hunter3'})
     assert result.rc != 0
-    assert 'sglang_worker_admin_apikey = <redacted>: no role of this collection reads this variable' in failure_message(result)
+    assert 'sglang_worker_admin_apikey = <redacted>: no role or playbook of this collection reads this variable' in failure_message(result)
     assert 'hunter3' not in result.stdout and 'hunter3' not in str(result.events)
     result = run(tmp_path, inventory)
     assert result.rc != 0 and 'p0: ' in failure_message(result)
@@ -371,5 +437,5 @@ def test_preflight_runs_under_limit(tmp_path):
             if e['event_data'].get('task', '').startswith('Assert')} <= {'localhost', 'd1'}
 
 
-def test_at_least_25_bad_inputs():
-    assert len(CASES) >= 25
+def test_at_least_75_bad_inputs():
+    assert len(CASES) >= 75

@@ -134,7 +134,7 @@ def test_variables_check_types_from_specs():
     assert 'sglang_worker_trust_remote_code = "false": a string, not a boolean; write sglang_worker_trust_remote_code: false' in text
     assert "sglang_worker_tp_size = \"eight\": not an integer" in text
     assert "(did you mean fp8_e4m3?)" in text
-    assert "sglang_worker_tpsize = 8: no role of this collection reads this variable; did you mean sglang_worker_tp_size?" in text
+    assert "sglang_worker_tpsize = 8: no role or playbook of this collection reads this variable; did you mean sglang_worker_tp_size?" in text
     assert "write sglang_worker_extra_env instead" in text
 
 
