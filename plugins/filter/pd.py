@@ -193,6 +193,8 @@ def parse_gpus(value):
         for part in value.split(","):
             part = part.strip()
             match = re.fullmatch(r"(\d+)-(\d+)", part)
+            if match and int(match.group(1)) > int(match.group(2)):
+                raise ValueError(f"{part!r} is a reversed range: write {match.group(2)}-{match.group(1)}")
             if match:
                 ids.extend(range(int(match.group(1)), int(match.group(2)) + 1))
             elif part.isdigit():

@@ -851,6 +851,9 @@ def load_allowlist(version):
 
 def _extra_flags(extra):
     table = {}
+    if isinstance(extra, str):
+        raise AnsibleFilterError(f"sglang_pd_sglang_extra_flags = {extra!r}: a string, not a list of flags; "
+                                 f"write [{extra}] (a YAML list) or a map of flag to kind")
     if isinstance(extra, Mapping):
         items = extra.items()
     else:
@@ -884,7 +887,8 @@ def check_argv(argv, origins, flags, start=3):
             if prefixed:
                 hint = f"write the whole flag {' or '.join(prefixed[:3])} (abbreviations are refused: they break when SGLang adds a flag)"
             elif close:
-                hint = f"did you mean {close[0]}?"
+                hint = (f"did you mean {close[0]}? (or, if your SGLang build has {flag}, list it in "
+                        f"sglang_pd_sglang_extra_flags)")
             else:
                 hint = "remove it, or add it to sglang_pd_sglang_extra_flags if your SGLang build has it"
             while index < len(argv) and not str(argv[index]).startswith("--"):
@@ -944,7 +948,11 @@ def pd_check_flags(model, hostvars):
             continue
         extra = _get(one, "sglang_pd_sglang_extra_flags", problems, host) or []
         flags = dict(table)
-        flags.update(_extra_flags(extra))
+        try:
+            flags.update(_extra_flags(extra))
+        except AnsibleFilterError as exc:
+            problems.append((host, exc.message))
+            continue
         launch = worker["launch"]
         for key in launch["options"]:
             if key in FIXED_WORKER_OPTIONS:

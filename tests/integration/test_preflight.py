@@ -350,6 +350,14 @@ CASES = [
      ['page_size: prefill and decode workers must agree on the KV cache\'s page size']),
     ('model-differs', set_host('d1', sglang_pd_model_path='/models/other'), None,
      ['model_path: prefill and decode workers must agree on the model']),
+    # Messages that name the cause.
+    ('reversed-gpu-range', set_host('d1', sglang_pd_decode_workers=[{'gpus': '7-4'}]), None,
+     ["d1: sglang_pd_decode_workers[0].gpus = \"7-4\": '7-4' is a reversed range: write 4-7"]),
+    ('extra-flags-as-a-string', set_all(sglang_pd_sglang_extra_flags='--my-fork-flag'), None,
+     ["sglang_pd_sglang_extra_flags = '--my-fork-flag': a string, not a list of flags"]),
+    ('close-flag-keeps-the-allowlist-hint', set_all(sglang_worker_options={'enable_metrix': True}), None,
+     ['--enable-metrix: no such flag', 'did you mean --enable-metrics? (or, if your SGLang build has --enable-metrix, '
+      'list it in sglang_pd_sglang_extra_flags)']),
     ('duplicate-worker-name', set_host('d1', sglang_pd_decode_workers=[{'name': 'w', 'gpus': '0-3'}, {'name': 'w', 'gpus': '4-7'}]),
      {'sglang_worker_tp_size': 4},
      ['d1: name of decode worker 1 = "w": the decode worker 0 on this host already has this name']),
