@@ -434,6 +434,14 @@ def test_valid_inventory_passes_and_is_checked_once_per_run(tmp_path):
     assert others <= {'ansible.builtin.validate_argument_spec', 'validate_argument_spec'}, others
 
 
+def test_playbook_switches_given_as_strings_pass(tmp_path):
+    # The documented day-2 commands give these with -e NAME=VALUE, that is as strings.
+    result = run(tmp_path, base(), {'sglang_pd_confirm': 'false', 'sglang_pd_scale_in_prune_image': 'true',
+                                    'sglang_pd_scale_out_host_stack': 'false', 'sglang_pd_drain_timeout': '60'},
+                 cmdline='--tags sglang_pd_nothing_else')
+    assert result.rc == 0, result.stdout
+
+
 def test_preflight_runs_under_limit(tmp_path):
     inventory = copy.deepcopy(base())
     set_host('p0', sglang_pd_prefill_port=70000)(inventory)
