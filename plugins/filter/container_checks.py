@@ -11,16 +11,13 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from ansible_collections.mindverse.sglang_pd.plugins.filter.pd import WORKER_ENV_VARS
 from ansible_collections.mindverse.sglang_pd.plugins.filter.pd_checks import _problem, merge_problems
 
 # Docker's size syntax (go-units RAMInBytes): a number and an optional unit.
 SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgGtTpP]?)[iI]?[bB]?\s*$")
-# (variable, role) of every container environment the roles build.
-ENV_VARIABLES = (
-    ("sglang_worker_rocm_env", "sglang_worker"), ("sglang_worker_nccl_env", "sglang_worker"),
-    ("sglang_worker_mooncake_env", "sglang_worker"), ("sglang_worker_pd_env", "sglang_worker"),
-    ("sglang_worker_extra_env", "sglang_worker"), ("sglang_router_env", "sglang_router"),
-)
+# (variable, role) of every container environment the roles build: the workers' groups, then the router's.
+ENV_VARIABLES = tuple((name, "sglang_worker") for name in WORKER_ENV_VARS) + (("sglang_router_env", "sglang_router"),)
 SCALARS = (str, int, float, bool)
 
 
