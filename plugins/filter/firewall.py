@@ -19,9 +19,6 @@ from ansible_collections.mindverse.sglang_pd.plugins.filter.pd import (
     router_port,
 )
 
-# The router's Prometheus port when sglang_router_prometheus_port is not set for the host
-# (the sglang_router role's default).
-DEFAULT_ROUTER_METRICS_PORT = 29000
 DEFAULT_SSH_PORT = 22
 
 
@@ -45,8 +42,11 @@ def _by_family(networks):
     }
 
 
-def pd_firewall(host, groups, hostvars):
+def pd_firewall(host, groups, hostvars, router_defaults=None):
     """The firewall of HOST: ``{cluster: {v4, v6, ports}, clients: {v4, v6, ports}}``.
+
+    ROUTER_DEFAULTS are the sglang_router role's defaults (its metrics port, when the host does
+    not set sglang_router_prometheus_port).
 
     ``cluster.ports``: the HTTP, bootstrap and dist-init ports of the workers on HOST and the
     metrics port of its router; ``clients.ports``: its router port. Raises when a network is
@@ -66,7 +66,7 @@ def pd_firewall(host, groups, hostvars):
                 cluster_ports.add(int(str(worker["dist_init_addr"]).rsplit(":", 1)[1]))
     if host in (groups.get("sglang_router") or []):
         client_ports.add(router_port(one, one))
-        metrics = one.get("sglang_router_prometheus_port", DEFAULT_ROUTER_METRICS_PORT)
+        metrics = one.get("sglang_router_prometheus_port", (router_defaults or {}).get("sglang_router_prometheus_port"))
         if metrics not in (None, ""):
             cluster_ports.add(int(metrics))
     ssh = int(one.get("ansible_port") or DEFAULT_SSH_PORT)

@@ -3,13 +3,18 @@
 """Preflight check that prefill and decode workers can hand requests to each other.
 
 A decode worker receives the KV cache a prefill worker computed, page by page, through the
-transfer engine both run: they must serve the same model under the same name, and agree on
-the KV cache's data type, its page size and the transfer backend. A fleet that disagrees
-starts, answers its health checks, and fails its first request.
+transfer engine both run. SGLang 0.5.14 checks the pair only when the first request arrives
+(the decode side asks the prefill's bootstrap server for its parallel layout): a fleet that
+disagrees starts, answers its health checks, and fails its first request. Where SGLang's own
+source says what must match, SOURCES quotes it; tests/unit/scripts/ find each quote in the
+pinned release.
 """
 from __future__ import annotations
 
-from ansible_collections.mindverse.sglang_pd.plugins.filter.pd_checks import _origin_of, _show
+from ansible_collections.mindverse.sglang_pd.plugins.filter.pd_checks import _origin_of, _problem, _show, merge_problems, option_variable
+
+KV_CONNECTION = "sglang/srt/disaggregation/common/conn.py"
+KV_CLASSES = "sglang/srt/disaggregation/utils.py"
 
 # SGLang option: what differs when prefill and decode disagree on it.
 PAIRED_OPTIONS = {
@@ -20,9 +25,56 @@ PAIRED_OPTIONS = {
     "disaggregation_transfer_backend": "the KV transfer backend",
 }
 
+# Option: (file of the pinned release, the words there that require it). The model and its
+# name have no quote: SGLang does not compare them, the KV cache of one model is only noise
+# to another, and the router sends a request to one prefill and one decode whatever the name.
+SOURCES = {
+    "kv_cache_dtype": (KV_CONNECTION, "Both servers must use the same --kv-cache-dtype value."),
+    "page_size": (KV_CONNECTION, "Both servers must use the same --page-size value."),
+    # Each side builds its KV manager, sender or receiver and bootstrap server from its own backend.
+    "disaggregation_transfer_backend": (KV_CLASSES, "if transfer_backend == TransferBackend.MOONCAKE:"),
+    "decode_attn_cp_size": (KV_CONNECTION, "should be equal to 1"),
+    "decode_pp_size": (KV_CONNECTION, "should be equal to prefill pp size ({info.pp_size}) or 1"),
+}
+
+
+def _int(options, name):
+    try:
+        return int(options.get(name) or 1)
+    except (TypeError, ValueError):
+        return None  # the flags check reports it
+
+
+def _cited(key):
+    source, words = SOURCES[key]
+    return f" ({source}: \"{words}\")"
+
+
+def _layout_problems(prefills, decodes):
+    """Decode workers whose parallel layout no prefill can send to."""
+    problems = []
+    prefill_pp = sorted({_int(w["launch"]["options"], "pp_size") for w in prefills} - {None})
+    for worker in decodes:
+        options, launch = worker["launch"]["options"], worker["launch"]
+        what = f"decode worker {worker['name']}"
+        cp_size = _int(options, "attn_cp_size")
+        if cp_size not in (None, 1):
+            problems.append(_problem(worker["host"], option_variable(launch, "attn_cp_size"), options["attn_cp_size"],
+                                     f"a decode worker receives the KV cache with context parallelism off ({what})"
+                                     + _cited("decode_attn_cp_size"),
+                                     "remove attn_cp_size from the decode options (context parallelism is for prefill)"))
+        pp_size = _int(options, "pp_size")
+        wrong = [size for size in prefill_pp if pp_size not in (1, size)]
+        if pp_size is not None and wrong:
+            problems.append(_problem(worker["host"], option_variable(launch, "pp_size"), options.get("pp_size"),
+                                     f"a decode worker's pp_size must be 1 or the prefill's, and prefill runs "
+                                     f"pp_size {', '.join(str(s) for s in wrong)} ({what})" + _cited("decode_pp_size"),
+                                     "write pp_size: 1" + (f" or {wrong[0]}" if wrong[0] != 1 else "") + " for the decode workers"))
+    return problems
+
 
 def pd_check_pairing(model):
-    """Every serving prefill and decode worker agrees on the options of PAIRED_OPTIONS."""
+    """Every serving prefill and decode worker agrees on PAIRED_OPTIONS; decode layouts fit the prefill's."""
     problems = []
     workers = [w for w in model["workers"] if w["serves_http"]]
     for option, meaning in PAIRED_OPTIONS.items():
@@ -35,10 +87,13 @@ def pd_check_pairing(model):
         described = "; ".join(
             ", ".join(f"{w['host']} {w['mode']} worker {w['name']} ({_origin_of(w['launch'], option)})" for w in group)
             + f" use {shown}" for shown, group in sorted(seen.items(), key=lambda item: -len(item[1])))
-        problems.append(f"{option}: prefill and decode workers must agree on {meaning}, but {described}; "
+        cited = _cited(option) if option in SOURCES else ""
+        problems.append(f"{option}: prefill and decode workers must agree on {meaning}{cited}, but {described}; "
                         f"set {option} once for both modes (sglang_worker_options or the role variable), "
                         f"not in sglang_worker_prefill_options / sglang_worker_decode_options or a worker's args")
-    return problems
+    prefills = [w for w in model["workers"] if w["mode"] == "prefill"]
+    decodes = [w for w in model["workers"] if w["mode"] == "decode"]
+    return problems + merge_problems(_layout_problems(prefills, decodes))
 
 
 class FilterModule:

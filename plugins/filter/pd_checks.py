@@ -46,8 +46,6 @@ MD5_RE = re.compile(r"^[0-9a-f]{32}$")
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 IB_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
 STRING_BOOLEANS = {"true", "false", "yes", "no", "on", "off", "1", "0", "y", "n"}
-ROUTER_POLICIES = ("cache_aware", "random", "round_robin", "power_of_two", "manual")
-ROUTER_PREFILL_POLICIES = ROUTER_POLICIES + ("bucket",)
 UNRESOLVED = "<set on the host by a template>"
 ALLOWLIST_MODULE = "ansible_collections.mindverse.sglang_pd.plugins.module_utils._sglang_flags_v{}"
 DEFAULT_SGLANG_VERSION = "0.5.14"
@@ -840,13 +838,24 @@ def pd_check_ib_devices(model):
 
 # --------------------------------------------------------------------------- flags
 
-def load_allowlist(version):
-    """The flag table of one SGLang version shipped in the collection, or None."""
+def load_flag_module(version):
+    """The flag module (FLAGS, TYPES, DEFAULTS) of one SGLang version shipped in the collection, or None."""
     name = ALLOWLIST_MODULE.format(str(version).replace(".", "_"))
     try:
-        return importlib.import_module(name).FLAGS
+        return importlib.import_module(name)
     except ImportError:
         return None
+
+
+def load_allowlist(version):
+    """The flag table of one SGLang version shipped in the collection, or None."""
+    module = load_flag_module(version)
+    return module.FLAGS if module else None
+
+
+def worker_sglang_version(hostvars_one):
+    """The SGLang version a host's workers run (sglang_pd_sglang_version)."""
+    return str(_get(hostvars_one, "sglang_pd_sglang_version", [], "", DEFAULT_SGLANG_VERSION) or DEFAULT_SGLANG_VERSION)
 
 
 def _extra_flags(extra):
@@ -866,8 +875,25 @@ def _extra_flags(extra):
     return table
 
 
-def check_argv(argv, origins, flags, start=3):
-    """Problems of one SGLang command line against a flag table: [(origin, flag, value, problem, fix)]."""
+def _type_problem(value, kind):
+    """Why VALUE is not of KIND (``int`` or ``float`` from a flag module's TYPES), or None."""
+    if UNRESOLVED in value:
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        return f"not a number (read as {kind})"
+    if kind == "int" and number != int(number):
+        return "not a whole number"
+    return None
+
+
+def check_argv(argv, origins, flags, start=3, types=None, escape="sglang_pd_sglang_extra_flags"):
+    """Problems of one command line against a flag table: [(origin, flag, value, problem, fix)].
+
+    TYPES (dest -> int/float/str, from the flag module) refuses values of the wrong type;
+    ESCAPE names the variable that admits flags the table lacks (None: there is none).
+    """
     problems = []
     seen = {}
     index = start
@@ -885,12 +911,11 @@ def check_argv(argv, origins, flags, start=3):
             prefixed = [f for f in candidates if f.startswith(flag)]
             close = difflib.get_close_matches(flag, candidates, n=1)
             if prefixed:
-                hint = f"write the whole flag {' or '.join(prefixed[:3])} (abbreviations are refused: they break when SGLang adds a flag)"
+                hint = f"write the whole flag {' or '.join(prefixed[:3])} (abbreviations are refused: they break when a release adds a flag)"
             elif close:
-                hint = (f"did you mean {close[0]}? (or, if your SGLang build has {flag}, list it in "
-                        f"sglang_pd_sglang_extra_flags)")
+                hint = f"did you mean {close[0]}?" + (f" (or, if your SGLang build has {flag}, list it in {escape})" if escape else "")
             else:
-                hint = "remove it, or add it to sglang_pd_sglang_extra_flags if your SGLang build has it"
+                hint = "remove it" + (f", or add it to {escape} if your SGLang build has it" if escape else "")
             while index < len(argv) and not str(argv[index]).startswith("--"):
                 values.append(str(argv[index]))
                 index += 1
@@ -917,6 +942,14 @@ def check_argv(argv, origins, flags, start=3):
             for value in values:
                 if value not in allowed:
                     problems.append((origin, flag, value, "not a valid choice", f"write one of {', '.join(allowed)}{suggest(value, allowed)}"))
+        kind_of_value = (types or {}).get(dest)
+        if kind_of_value in ("int", "float") and not choices:
+            for value in values:
+                problem = _type_problem(value, kind_of_value)
+                if problem:
+                    example = "8" if kind_of_value == "int" else "0.85"
+                    problems.append((origin, flag, value, problem, f"write a {'whole ' if kind_of_value == 'int' else ''}"
+                                     f"number such as {example}, unquoted and without units"))
         if replacement is not None:
             instead = f"use {replacement}" if replacement else "remove it (it is ignored)"
             problems.append((origin, flag, values[0] if values else None, "deprecated", instead))
@@ -939,8 +972,8 @@ def pd_check_flags(model, hostvars):
         one = hostvars[host]
         version = str(_get(one, "sglang_pd_sglang_version", problems, host, DEFAULT_SGLANG_VERSION) or DEFAULT_SGLANG_VERSION)
         if version not in tables:
-            tables[version] = load_allowlist(version)
-        table = tables[version]
+            tables[version] = load_flag_module(version)
+        table = tables[version].FLAGS if tables[version] else None
         if table is None:
             problems.append(_problem(host, "sglang_pd_sglang_version", version, "the collection ships no flag list for this version",
                                      f"run python scripts/gen_sglang_allowlist.py --version {version} and ship the result, "
@@ -972,7 +1005,8 @@ def pd_check_flags(model, hostvars):
                                          f"{flag} on the command line ends up in the launch script, in ps and in logs",
                                          "write sglang_worker_api_key / sglang_worker_admin_api_key instead (a root-only "
                                          "file the worker reads in-process)"))
-        for origin, flag, value, problem, fix in check_argv(launch["argv"], launch["origins"], flags, launch["options_start"]):
+        for origin, flag, value, problem, fix in check_argv(launch["argv"], launch["origins"], flags, launch["options_start"],
+                                                            tables[version].TYPES):
             if SECRET_NAME.search(flag):
                 value = REDACTED
             text = f"{flag}" + (f" {value}" if value not in (None, "") else "")
@@ -993,6 +1027,12 @@ def _origin_of(launch, key):
     return "sglang_worker_options"
 
 
+def option_variable(launch, key):
+    """The variable an option of a worker came from, down to the key of an options map."""
+    origin = _origin_of(launch, key)
+    return f"{origin}.{key}" if origin.endswith("_options") else origin
+
+
 # --------------------------------------------------------------------------- router
 
 def pd_check_router(model):
@@ -1010,12 +1050,6 @@ def pd_check_router(model):
                                      "set bootstrap ports only with sglang_pd_bootstrap_port or bootstrap_port in sglang_pd_prefill_workers"))
     for router in model["routers"]:
         host, role_vars, launch = router["host"], router["role_vars"], router["launch"]
-        for name, allowed in (("sglang_router_policy", ROUTER_POLICIES), ("sglang_router_prefill_policy", ROUTER_PREFILL_POLICIES),
-                              ("sglang_router_decode_policy", ROUTER_POLICIES)):
-            value = role_vars.get(name)
-            if value not in (None, "") and value not in allowed:
-                problems.append(_problem(host, name, value, "not a router policy",
-                                         f"write one of {', '.join(allowed)}{suggest(value, allowed)}"))
         prometheus = launch["options"].get("prometheus_host")
         if prometheus not in (None, ""):
             try:
@@ -1098,7 +1132,7 @@ def pd_check_firewall(model, groups, hostvars):
         if model["errors"] or any(info["address_problem"] for info in model["hosts"].values()):
             continue  # reported by pd_check_build / pd_check_addresses
         try:
-            pd_firewall(host, groups, hostvars)
+            pd_firewall(host, groups, hostvars, model["hosts"][host]["role_vars"].get("sglang_router"))
         except AnsibleFilterError as exc:
             problems.append((host, f"the firewall cannot be built: {exc.message}"))
     return merge_problems(problems)

@@ -4,6 +4,7 @@ source "$(dirname "$0")/lib.sh"
 dir=$(dirname "$0")
 bash "$dir/docker.sh"
 bash "$dir/venv.sh"
+bash "$dir/sources.sh"
 bash "$dir/collection_link.sh"
 bash "$dir/base_image.sh"
 bash "$dir/registry.sh"

@@ -45,7 +45,7 @@ def _fleet(clients):
 ])
 def test_nft_accepts_the_table(tmp_path, host, clients):
     groups, hostvars = _fleet(clients)
-    plan = pd_firewall(host, groups, hostvars)
+    plan = pd_firewall(host, groups, hostvars, {'sglang_router_prometheus_port': 29000})
     rules = tmp_path / 'firewall.nft'
     rules.write_text(_render(plan), encoding='utf-8')
     checked = subprocess.run([NFT, '--check', '--file', str(rules)], capture_output=True, text=True, check=False)

@@ -330,15 +330,18 @@ CASES = [
      ['sglang_router_env = ["RUST_LOG=info"]']),
     # Values SGLang refuses at start.
     ('mem-fraction-above-one', set_all(sglang_worker_mem_fraction_static=1.5), None,
-     ['sglang_worker_mem_fraction_static = 1.5: SGLang wants a fraction of GPU memory', 'between 0 and 1']),
+     ['sglang_worker_mem_fraction_static = 1.5: it is the fraction of GPU memory', 'between 0 and 1']),
     ('mem-fraction-zero', set_host('p0', sglang_worker_prefill_options={'mem_fraction_static': 0}), None,
-     ['p0: sglang_worker_prefill_options = 0: SGLang wants a fraction of GPU memory']),
+     ['p0: sglang_worker_prefill_options.mem_fraction_static = 0: it is the fraction of GPU memory']),
     ('negative-page-size', set_all(sglang_worker_page_size=-16), None,
      ['sglang_worker_page_size = -16: SGLang wants a page size of at least 1 token']),
     ('chunk-not-multiple-of-page', set_all(sglang_worker_page_size=64, sglang_worker_chunked_prefill_size=1000), None,
-     ['sglang_worker_chunked_prefill_size = 1000: SGLang wants it to be a multiple of the page size 64', 'such as 960']),
+     ['chunked_prefill_size = 1000 (sglang_worker_chunked_prefill_size)', 'page_size = 64 (sglang_worker_page_size): '
+      'SGLang 0.5.14 refuses this prefill worker', 'ServerArgs.check_server_args: self.chunked_prefill_size % self.page_size == 0',
+      'such as 960']),
     ('served-name-with-colon', set_all(sglang_pd_served_model_name='glm:5.2'), None,
-     ['"glm:5.2": SGLang refuses a served model name with a colon']),
+     ['served_model_name = "glm:5.2" (sglang_worker_served_model_name)', 'the served model name cannot hold a colon',
+      "write the name without ':'"]),
     # Prefill and decode that cannot work together.
     ('kv-dtype-differs', set_host('d1', sglang_worker_decode_options={'kv_cache_dtype': 'auto'}), None,
      ['kv_cache_dtype: prefill and decode workers must agree on the KV cache\'s data type',
@@ -350,6 +353,52 @@ CASES = [
      ['page_size: prefill and decode workers must agree on the KV cache\'s page size']),
     ('model-differs', set_host('d1', sglang_pd_model_path='/models/other'), None,
      ['model_path: prefill and decode workers must agree on the model']),
+    # SGLang's layouts (tp × dp × ep, context and MoE data parallelism) and scheduling, as ServerArgs asserts them.
+    ('moe-dense-tp-size', set_all(sglang_worker_options={'moe_dense_tp_size': 2}), None,
+     ['moe_dense_tp_size = 2 (sglang_worker_options), tp_size = 8 (sglang_worker_tp_size)',
+      'moe_dense_tp_size can only be 1 or tp_size']),
+    ('dp-lm-head-without-dp-attention', set_all(sglang_worker_tp_size=4, sglang_worker_dp_size=2,
+                                                sglang_worker_options={'enable_dp_lm_head': True}), None,
+     ['enable_dp_lm_head = true (sglang_worker_options)', 'enable_dp_lm_head needs DP attention']),
+    ('chunk-per-dp-rank-not-multiple-of-page', set_all(sglang_worker_enable_dp_attention=True, sglang_worker_dp_size=8,
+                                                       sglang_worker_page_size=512, sglang_worker_chunked_prefill_size=2048), None,
+     ['chunked_prefill_size = 2048 (sglang_worker_chunked_prefill_size)', 'multiple of 512 × dp_size']),
+    ('ep-times-moe-dp-not-tp', set_host('p0', sglang_worker_ep_size=2,
+                                        sglang_worker_prefill_options={'moe_dp_size': 2, 'attn_cp_size': 2}), None,
+     ['moe_dp_size = 2 (sglang_worker_prefill_options), ep_size = 2 (sglang_worker_ep_size), tp_size = 8',
+      'with expert parallelism, ep_size × moe_dp_size must equal tp_size']),
+    ('context-parallel-does-not-divide-tp', set_host('p0', sglang_worker_prefill_options={'attn_cp_size': 3}), None,
+     ['p0: attn_cp_size = 3 (sglang_worker_prefill_options), tp_size = 8 (sglang_worker_tp_size)',
+      'tp_size must be a multiple of attn_cp_size']),
+    ('priority-scheduling-policy', set_all(sglang_worker_options={'enable_priority_scheduling': True, 'schedule_policy': 'lpm'}), None,
+     ['schedule_policy = "lpm" (sglang_worker_options)', 'priority scheduling needs the fcfs or lof schedule policy']),
+    ('negative-schedule-conservativeness', set_all(sglang_worker_options={'schedule_conservativeness': -0.5}), None,
+     ['schedule_conservativeness = -0.5 (sglang_worker_options)', 'cannot be negative']),
+    # Values of the wrong type, read as SGLang's and the router's parsers read them.
+    ('page-size-not-a-number', set_all(sglang_worker_options={'page_size': 'sixty-four'}), None,
+     ['sglang_worker_options: --page-size sixty-four: not a number (read as int)', 'write a whole number such as 8']),
+    ('context-length-with-unit', set_host('d1', sglang_worker_decode_options={'context_length': '128k'}), None,
+     ['d1: sglang_worker_decode_options: --context-length 128k: not a number']),
+    ('router-log-level-choice', set_host('d0', sglang_router_log_level='verbose'), None,
+     ['d0: sglang_router_log_level = "verbose": not a choice of the router (sglang-router 0.3.2)',
+      'write one of debug, info, warn, error']),
+    ('router-policy-through-options', set_host('d0', sglang_router_options={'policy': 'random'}), None,
+     ['d0: sglang_router_options.policy = "random": the collection sets --policy from sglang_router_policy',
+      'write sglang_router_policy: random instead']),
+    ('router-unknown-option', set_host('d0', sglang_router_options={'max_concurent_requests': 64}), None,
+     ['sglang_router_options.max_concurent_requests = 64: sglang-router 0.3.2 has no flag --max-concurent-requests',
+      'did you mean max_concurrent_requests?']),
+    ('router-option-with-unit', set_host('d0', sglang_router_options={'max_concurrent_requests': '64k'}), None,
+     ['d0: sglang_router_options.max_concurrent_requests = "64k": not a number (read as int)']),
+    ('router-extra-arg-choice', set_host('d0', sglang_router_extra_args=['--history-backend', 'sqlite']), None,
+     ['d0: sglang_router_extra_args: --history-backend sqlite: not a valid choice (sglang-router 0.3.2)']),
+    # Decode layouts the prefill's KV sender cannot serve (SGLang checks them at the first request).
+    ('decode-context-parallel', set_host('d1', sglang_worker_decode_options={'attn_cp_size': 2}), None,
+     ['d1: sglang_worker_decode_options.attn_cp_size = 2: a decode worker receives the KV cache with context parallelism off',
+      'sglang/srt/disaggregation/common/conn.py']),
+    ('decode-pipeline-not-the-prefills', set_host('d1', sglang_worker_tp_size=4, sglang_worker_decode_options={'pp_size': 2}), None,
+     ["d1: sglang_worker_decode_options.pp_size = 2: a decode worker's pp_size must be 1 or the prefill's",
+      'write pp_size: 1 for the decode workers']),
     # Messages that name the cause.
     ('reversed-gpu-range', set_host('d1', sglang_pd_decode_workers=[{'gpus': '7-4'}]), None,
      ["d1: sglang_pd_decode_workers[0].gpus = \"7-4\": '7-4' is a reversed range: write 4-7"]),
@@ -453,5 +502,5 @@ def test_preflight_runs_under_limit(tmp_path):
             if e['event_data'].get('task', '').startswith('Assert')} <= {'localhost', 'd1'}
 
 
-def test_at_least_75_bad_inputs():
-    assert len(CASES) >= 75
+def test_at_least_95_bad_inputs():
+    assert len(CASES) >= 95

@@ -111,3 +111,52 @@ def test_shipped_allowlist_has_the_production_flags(flag, kind, choice):
 def test_shipped_allowlist_refuses_plain_fp8_and_tp():
     assert "fp8" not in shipped.FLAGS["--kv-cache-dtype"][2]
     assert "--tp" not in shipped.FLAGS
+
+
+ROUTER_ARGS = textwrap.dedent('''
+    import dataclasses
+    from typing import Optional
+
+    @dataclasses.dataclass
+    class RouterArgs:
+        policy: str = "cache_aware"
+        log_level: Optional[str] = None
+        max_tree_size: int = 2**26
+        cache_threshold: float = 0.3
+
+        @staticmethod
+        def add_cli_args(parser, use_router_prefix=False):
+            prefix = "router-" if use_router_prefix else ""
+            group = parser.add_argument_group("Routing")
+            group.add_argument(f"--{prefix}policy", type=str, choices=["random", "cache_aware"])
+            group.add_argument(f"--{prefix}log-level", type=str, choices=["debug", "info"])
+            group.add_argument(f"--{prefix}max-tree-size", type=int)
+            group.add_argument(f"--{prefix}dp-aware", action="store_true")
+''')
+
+
+def test_router_flags_from_f_strings_with_types_and_defaults():
+    flags = gen.parse_arguments(ROUTER_ARGS, "RouterArgs")
+    assert flags["--policy"] == ("policy", "value", ("random", "cache_aware"), None)
+    assert flags["--dp-aware"] == ("dp_aware", "switch", None, None)
+    types, defaults = gen.parse_types(ROUTER_ARGS, "RouterArgs")
+    assert types == {"cache_threshold": "float", "log_level": "str", "max_tree_size": "int", "policy": "str"}
+    assert defaults == {"cache_threshold": 0.3, "log_level": None, "max_tree_size": 2 ** 26, "policy": "cache_aware"}
+
+
+def test_assertions_carry_their_guards():
+    text = textwrap.dedent('''
+        class ServerArgs:
+            def check_server_args(self):
+                assert self.a > 0
+                if self.b:
+                    if self.c == "x":
+                        raise ValueError("no")
+                else:
+                    assert self.d
+    ''')
+    assert gen.assertions(text, "ServerArgs", ["check_server_args"]) == [
+        ("check_server_args", "", "self.a > 0"),
+        ("check_server_args", "(self.b) and (self.c == 'x')", "raise"),
+        ("check_server_args", "not (self.b)", "self.d"),
+    ]

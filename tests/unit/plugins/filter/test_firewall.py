@@ -4,12 +4,18 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
+import yaml
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.mindverse.sglang_pd.plugins.filter import firewall
 from ansible_collections.mindverse.sglang_pd.plugins.filter import pd_checks as checks
 
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
+with open(os.path.join(REPO, "roles", "sglang_router", "defaults", "main.yml"), encoding="utf-8") as _handle:
+    ROUTER_DEFAULTS = yaml.safe_load(_handle)
 NETWORKS = {"sglang_pd_cluster_cidr": "10.0.0.0/16", "sglang_pd_client_cidrs": ["10.1.0.0/16", "fd00::/64"]}
 
 
@@ -34,9 +40,13 @@ def test_a_prefill_host_guards_its_http_and_bootstrap_ports_for_the_cluster():
 
 def test_the_router_host_admits_clients_to_the_router_port_only():
     groups, hostvars = fleet(d0={"sglang_router_prometheus_port": 29100})
-    rules = firewall.pd_firewall("d0", groups, hostvars)
+    rules = firewall.pd_firewall("d0", groups, hostvars, ROUTER_DEFAULTS)
     assert rules["cluster"]["ports"] == [29100, 30200, 30201]
     assert rules["clients"]["ports"] == [30000]
+    # Without a port of its own the router's metrics listen on the sglang_router role's default.
+    groups, hostvars = fleet()
+    assert firewall.pd_firewall("d0", groups, hostvars, ROUTER_DEFAULTS)["cluster"]["ports"] == [
+        ROUTER_DEFAULTS["sglang_router_prometheus_port"], 30200, 30201]
 
 
 def test_a_multi_node_worker_guards_its_dist_init_port_on_rank_0():

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.mindverse.sglang_pd.plugins.filter import container_checks, pairing_checks, sglang_rules
+from ansible_collections.mindverse.sglang_pd.plugins.filter import container_checks, pairing_checks
 from ansible_collections.mindverse.sglang_pd.plugins.filter import pd_checks as checks
 
 from test_pd_checks import inventory, model_of  # same folder (pytest puts it on sys.path)
@@ -42,28 +42,6 @@ def test_environment_values_are_scalars_and_secrets_stay_hidden():
     problems = container_checks.pd_check_container(model_of(groups, hostvars))
     assert len(problems) == 2 and not any("t-1" in p for p in problems)
     assert any(p.startswith("p0: sglang_worker_extra_env.HF_TOKEN = <redacted>") for p in problems)
-
-
-@pytest.mark.parametrize("options, option", [
-    ({"mem_fraction_static": 1.0}, "mem_fraction_static"),
-    ({"mem_fraction_static": "x"}, "mem_fraction_static"),
-    ({"page_size": 0}, "page_size"),
-    ({"page_size": 2.5}, "page_size"),
-    ({"page_size": 64, "chunked_prefill_size": 100}, "chunked_prefill_size"),
-    ({"served_model_name": "a:b"}, "served_model_name"),
-])
-def test_values_sglang_refuses(options, option):
-    assert [found[0] for found in sglang_rules.worker_value_problems(options)] == [option]
-
-
-@pytest.mark.parametrize("options", [
-    {"mem_fraction_static": 0.85, "page_size": 64, "chunked_prefill_size": 8192},
-    {"page_size": 64, "chunked_prefill_size": -1},
-    {"served_model_name": "glm-5.2-fp8"},
-    {},
-])
-def test_values_sglang_takes(options):
-    assert sglang_rules.worker_value_problems(options) == []
 
 
 def test_prefill_and_decode_must_agree_on_the_kv_transfer():
