@@ -128,7 +128,12 @@ class Drainer:
         raise Unavailable('; '.join(problems))
 
     def run(self):
-        """Return ``(ok, result)``; a server that does not answer at all has nothing in flight."""
+        """Return ``(ok, result)``.
+
+        A server that refuses the connection has nothing in flight (nothing listens). A server
+        that does not answer in time, or whose answer breaks off, may still hold requests: it is
+        read again until the timeout, and then the drain fails (closed, never counted drained).
+        """
         start = self.clock()
         deadline = start + self.timeout
         source = self.source
@@ -140,8 +145,18 @@ class Drainer:
             try:
                 source, in_flight = self.read(source)
             except HttpRequestError as exc:
-                return True, self._result(True, source, 0, peak, polls, start, readings, reachable=False,
-                                          note='the server did not answer (%s): nothing can be in flight' % exc.reason)
+                if exc.refused:
+                    return True, self._result(True, source, 0, peak, polls, start, readings, reachable=False,
+                                              note='nothing listens there (%s): nothing can be in flight' % exc.reason)
+                remaining = deadline - self.clock()
+                if remaining <= 0 or self.check_mode:
+                    return False, self._result(False, source, None, peak, polls, start, readings, reachable=False, msg=(
+                        '%s did not answer for its load within %.1f s (%s): requests may still be in flight, so it '
+                        'is not counted drained. Look at the server (a hung worker), or raise timeout.'
+                        % (self.url, self.timeout, exc.reason)))
+                zeros = 0
+                self.sleep(min(self.interval, remaining))
+                continue
             except Unavailable as exc:
                 return False, self._result(False, source, None, peak, polls, start, readings, msg=(
                     '%s reports no load (%s). Use source=get_load on SGLang servers, or start them with '

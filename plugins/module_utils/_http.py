@@ -29,10 +29,12 @@ EXCERPT_LIMIT = 500
 class HttpRequestError(Exception):
     """The request got no HTTP answer (connection refused, timeout, TLS, DNS, ...)."""
 
-    def __init__(self, method, url, reason):
+    def __init__(self, method, url, reason, refused=False):
         self.method = method
         self.url = url
         self.reason = reason
+        # Nothing listens there (the connection was refused), as opposed to no answer in time.
+        self.refused = refused
         super().__init__('%s %s failed: %s' % (method, url, reason))
 
 
@@ -87,6 +89,11 @@ def describe_error(exc):
     if not text or text == 'timed out':
         text = '%s%s' % (type(reason).__name__, ': ' + text if text else '')
     return text
+
+
+def is_refused(exc):
+    """Whether a transport exception is a refused connection (nothing listens on the port)."""
+    return isinstance(exc, ConnectionRefusedError) or isinstance(getattr(exc, 'reason', None), ConnectionRefusedError)
 
 
 def normalise_url(url):
@@ -157,7 +164,7 @@ class HttpClient:
             return HttpResponse(method, url, exc.code, err_body, dict(exc.headers or {}),
                                 time.monotonic() - start)
         except TRANSPORT_ERRORS as exc:
-            raise HttpRequestError(method, url, describe_error(exc))
+            raise HttpRequestError(method, url, describe_error(exc), refused=is_refused(exc))
         status = resp.getcode() if hasattr(resp, 'getcode') else resp.status
         resp_headers = dict(resp.headers or {}) if hasattr(resp, 'headers') else {}
         if stream:

@@ -18,8 +18,11 @@ description:
     C(num_waiting_reqs).
   - C(GET /metrics) (servers started with C(--enable-metrics)) is read as Prometheus text; the
     module sums the gauges named in O(metrics) over all their label sets.
-  - A server that does not answer at all (connection refused, timeout) has nothing in flight,
+  - A server that refuses the connection (nothing listens on its port) has nothing in flight,
     so the module succeeds with RV(reachable=false) and a warning.
+  - A server that does not answer in time, or whose answer breaks off, may be hung with
+    requests in flight: it is read again until O(timeout), and then the module fails (a drain
+    whose load cannot be read fails closed), whatever O(fail_on_timeout) says.
 author:
   - mindverse infrastructure team (@mindverse)
 options:
@@ -158,7 +161,7 @@ elapsed:
   type: float
   sample: 2.51
 reachable:
-  description: Whether the server answered; false means it was already down (nothing in flight).
+  description: Whether the server answered; false means nothing listened (drained) or it never answered (failed).
   returned: always
   type: bool
   sample: true

@@ -13,7 +13,7 @@ from ansible_collections.mindverse.sglang_pd.plugins.module_utils._drain import 
     parse_load,
     parse_metrics,
 )
-from ansible_collections.mindverse.sglang_pd.plugins.module_utils._http import HttpClient
+from ansible_collections.mindverse.sglang_pd.plugins.module_utils._http import HttpClient, HttpRequestError
 from ansible_collections.mindverse.sglang_pd.plugins.modules import sglang_drain
 from fake_sglang import no_proxy_env  # noqa: F401  pylint: disable=unused-import
 from fake_sglang import App, FakeServer, Reply
@@ -152,6 +152,52 @@ def test_no_load_source():
 def test_server_down_is_drained():
     ok, result = drainer(free_url()).run()
     assert ok and result['drained'] is True and result['reachable'] is False
+
+
+class FakeResponse:
+    status = 200
+
+    def __init__(self, url, data):
+        self.url = url
+        self._data = data
+
+    def json(self):
+        return self._data
+
+
+def test_a_server_that_accepts_but_never_answers_fails_closed():
+    # A hung worker: the connection is accepted, no answer comes within the request timeout.
+    listener = socket.socket()
+    listener.bind(('127.0.0.1', 0))
+    listener.listen(16)
+    clock = FakeClock()
+    try:
+        url = 'http://127.0.0.1:%d' % listener.getsockname()[1]
+        ok, result = Drainer(HttpClient(timeout=0.2), url, clock=clock, sleep=clock.sleep, timeout=1, interval=0.25,
+                             request_timeout=0.2).run()
+    finally:
+        listener.close()
+    assert not ok
+    assert result['drained'] is False and result['reachable'] is False and result['in_flight'] is None
+    assert 'did not answer for its load within 1.0 s' in result['msg'] and 'not counted drained' in result['msg']
+    assert result['polls'] == 5
+
+
+def test_a_server_that_answers_again_is_read_to_the_end():
+    class Flaky:
+        def __init__(self):
+            self.calls = 0
+
+        def request(self, method, url, timeout=None):
+            self.calls += 1
+            if self.calls <= 2:
+                raise HttpRequestError(method, url, 'timed out')
+            return FakeResponse(url, [{'num_reqs': 0, 'num_waiting_reqs': 0}])
+
+    clock = FakeClock()
+    ok, result = Drainer(Flaky(), 'http://w', source='get_load', clock=clock, sleep=clock.sleep, timeout=5,
+                         interval=0.5, settle=2).run()
+    assert ok and result['drained'] is True and result['reachable'] is True and result['polls'] == 4
 
 
 def test_check_mode_reads_once():
