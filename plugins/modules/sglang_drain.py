@@ -21,7 +21,7 @@ description:
   - A server that refuses the connection (nothing listens on its port) has nothing in flight,
     so the module succeeds with RV(reachable=false) and a warning.
   - A server that does not answer in time, or whose answer breaks off, may be hung with
-    requests in flight: it is read again until O(timeout), and then the module fails (a drain
+    requests in flight. It is read again until O(timeout), and then the module fails (a drain
     whose load cannot be read fails closed), whatever O(fail_on_timeout) says.
 author:
   - mindverse infrastructure team (@mindverse)

@@ -491,6 +491,22 @@ def test_playbook_switches_given_as_strings_pass(tmp_path):
     assert result.rc == 0, result.stdout
 
 
+def test_rolling_upgrade_of_a_one_prefill_fleet_refuses_before_anything_moves(tmp_path):
+    # base() has one prefill host: its batch would leave the routers no prefill worker.
+    result = run(tmp_path, base(), {'sglang_pd_image_digest': 'sha256:' + '6f' * 32}, playbook='playbooks/rolling_upgrade.yml')
+    assert result.rc != 0
+    failed = [e for e in result.events if e['event'] == 'runner_on_failed']
+    assert len(failed) == 1 and failed[0]['event_data']['task'] == 'Assert every batch leaves the routers a prefill and a decode worker'
+    message = '\n'.join(failed[0]['event_data']['res']['msg'])
+    assert "batch 1 (p0) would take the fleet's only prefill host, p0, out of the routers at once" in message
+    assert 'Add a second prefill host (scale_out.yml)' in message
+    assert not [e for e in result.task_events() if e['event'] == 'runner_on_unreachable'], 'a host was contacted'
+    # Only actions that run on the controller ran: nothing was pulled, stopped or restarted.
+    actions = {e['event_data'].get('task_action') for e in result.task_events()}
+    assert actions <= {'ansible.builtin.assert', 'ansible.builtin.set_fact', 'ansible.builtin.include_tasks',
+                       'ansible.builtin.validate_argument_spec', 'ansible.builtin.meta', 'ansible.builtin.debug'}, actions
+
+
 def test_preflight_runs_under_limit(tmp_path):
     inventory = copy.deepcopy(base())
     set_host('p0', sglang_pd_prefill_port=70000)(inventory)

@@ -1,0 +1,56 @@
+# Copyright: mindverse
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The rolling upgrade's batches are decided from the inventory before anything moves."""
+
+from __future__ import annotations
+
+import pytest
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.mindverse.sglang_pd.plugins.filter.upgrade_plan import batch_size, pd_upgrade_plan
+
+
+def fleet(prefill, decode):
+    return {"sglang_pd": list(dict.fromkeys(prefill + decode)), "sglang_prefill": prefill, "sglang_decode": decode}
+
+
+def test_one_prefill_host_is_refused_before_the_canary_moves():
+    plan = pd_upgrade_plan(fleet(["p0"], ["d0", "d1", "d2"]))
+    assert plan["canary"] == "d0" and plan["batches"] == [["d0"], ["p0"], ["d1"], ["d2"]]
+    assert len(plan["problems"]) == 1
+    assert plan["problems"][0].startswith("batch 1 (p0) would take the fleet's only prefill host, p0, out of the routers")
+    assert "Add a second prefill host (scale_out.yml)" in plan["problems"][0]
+
+
+def test_the_shape_of_the_scale_scenario_rolls():
+    # Two prefill hosts, one of them also a decode host, and a decode-only host.
+    groups = fleet(["n0", "n1"], ["n1", "n2"])
+    plan = pd_upgrade_plan(groups)
+    assert plan == {"canary": "n1", "batches": [["n1"], ["n0"], ["n2"]], "problems": []}
+
+
+def test_a_batch_holding_every_decode_host_is_refused():
+    plan = pd_upgrade_plan(fleet(["p0", "p1"], ["d0", "d1", "d2"]), serial="100%")
+    assert plan["batches"] == [["d0"], ["p0", "p1"], ["d1", "d2"]]
+    assert [p.split(" would")[0] for p in plan["problems"]] == ["batch 1 (p0, p1)"]
+    assert "Lower sglang_pd_upgrade_serial" in plan["problems"][0]
+
+
+def test_a_limited_run_picks_its_canary_among_its_hosts():
+    plan = pd_upgrade_plan(fleet(["p0", "p1"], ["d0", "d1"]), hosts=["p1", "d1"])
+    assert plan["canary"] == "d1" and plan["batches"] == [["d1"], ["p1"]] and plan["problems"] == []
+
+
+def test_a_canary_outside_the_pd_groups_is_named():
+    with pytest.raises(AnsibleFilterError, match="sglang_pd_upgrade_canary = 'x0'"):
+        pd_upgrade_plan(fleet(["p0"], ["d0"]), canary="x0")
+
+
+@pytest.mark.parametrize("serial, hosts, size", [(1, 5, 1), ("2", 5, 2), ("50%", 5, 2), ("10%", 5, 1), ("100%", 3, 3)])
+def test_batch_size_follows_ansible_serial(serial, hosts, size):
+    assert batch_size(serial, hosts) == size
+
+
+def test_batch_size_refuses_nonsense():
+    with pytest.raises(AnsibleFilterError, match="write a number of hosts or a percentage"):
+        batch_size("half", 4)
