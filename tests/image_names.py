@@ -22,3 +22,11 @@ def setup_image_names():
 def setup_image(variable):
     """The image named by VARIABLE: the exported value, else set-up's own."""
     return os.environ.get(variable) or setup_image_names()[variable]
+
+
+def image_exists(image):
+    """Whether the local Docker engine holds IMAGE (False when no engine answers)."""
+    try:
+        return subprocess.run(['docker', 'image', 'inspect', image], capture_output=True, check=False).returncode == 0
+    except OSError:
+        return False

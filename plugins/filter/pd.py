@@ -714,12 +714,23 @@ def redact(env, secret_names=None):
     return {k: (REDACTED if secret_names is None or k in secret_names else v) for k, v in (env or {}).items()}
 
 
+def redact_values(text, secret):
+    """TEXT with every value of a service's secret (its key arguments and secret environment) redacted."""
+    text = str(text)
+    values = [a for a in (secret or {}).get("args", []) if not str(a).startswith("--")]
+    values += list(((secret or {}).get("env") or {}).values())
+    for value in sorted({str(v) for v in values if str(v)}, key=len, reverse=True):
+        text = text.replace(value, REDACTED)
+    return text
+
+
 class FilterModule:
     """PD inventory and launch-command filters."""
 
     def filters(self):
         return {
             "pd_workers": pd_workers,
+            "redact_values": redact_values,
             "service_address": service_address,
             "cli_options": cli_options,
             "ib_device_arg": ib_device_arg,

@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from image_names import setup_image
+from image_names import image_exists, setup_image
 from test_mooncake_patch_playbook import FIXTURES, play
 
 BUILDER = setup_image('SGLANG_PD_BASE_IMAGE')
@@ -22,15 +22,8 @@ ENGINE = 'engine.cpython-310-x86_64-linux-gnu.so'
 CONTENT = 'fixture engine built from a patched tree\n'
 
 
-def _have_builder():
-    try:
-        return subprocess.run(['docker', 'image', 'inspect', BUILDER], capture_output=True, check=False).returncode == 0
-    except OSError:
-        return False
-
-
 pytestmark = [pytest.mark.docker,
-              pytest.mark.skipif(not _have_builder(), reason=BUILDER + ' is built by scripts/setup (make setup)')]
+              pytest.mark.skipif(not image_exists(BUILDER), reason=BUILDER + ' is built by scripts/setup (make setup)')]
 
 
 def test_build_runs_in_the_builder_container_and_records_the_engine(tmp_path):

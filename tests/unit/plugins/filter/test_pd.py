@@ -479,3 +479,10 @@ def test_services_listen_on_the_service_address_unless_told_otherwise():
 
 def _option(argv, flag):
     return argv[argv.index(flag) + 1]
+
+
+def test_redact_values_hides_every_secret_of_a_service():
+    secret = {"args": ["--api-key", "k-1", "--admin-api-key", "k-12"], "env": {"HF_TOKEN": "hf-9"}}
+    line = "api_key='k-1' admin_api_key='k-12' token=hf-9 port=30000"
+    assert pd.redact_values(line, secret) == "api_key='<redacted>' admin_api_key='<redacted>' token=<redacted> port=30000"
+    assert pd.redact_values("nothing secret", {}) == "nothing secret"
