@@ -163,6 +163,25 @@ def test_warmup_answers_503_then_200(start: Callable[..., Standin]) -> None:
     assert standin.json("POST", "/v1/chat/completions", CHAT)[0] == 200
 
 
+def test_a_hung_server_queues_connections_like_a_real_one(start: Callable[..., Standin]) -> None:
+    """Frozen (SIGSTOP, a hung worker), it still completes 100 TCP handshakes: they wait, none is refused."""
+    standin = start()
+    standin.proc.send_signal(signal.SIGSTOP)
+    sockets = []
+    try:
+        for _ in range(100):
+            sockets.append(socket.create_connection(("127.0.0.1", standin.port), timeout=2))
+        sockets[-1].settimeout(0.5)
+        sockets[-1].sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        with pytest.raises(socket.timeout):
+            sockets[-1].recv(1)  # no answer while hung
+    finally:
+        standin.proc.send_signal(signal.SIGCONT)
+        for sock in sockets:
+            sock.close()
+    assert standin.request("GET", "/health")[0] == 200
+
+
 def test_api_keys_guard_every_endpoint_but_health_and_metrics(start: Callable[..., Standin]) -> None:
     standin = start(extra=("--api-key", "k-user", "--admin-api-key", "k-admin"))
     assert standin.request("GET", "/health_generate")[0] == 200

@@ -35,6 +35,9 @@ class StandinHTTPServer(ThreadingHTTPServer):
 
     daemon_threads = False
     block_on_close = True
+    # SGLang serves HTTP with uvicorn, whose listen backlog is 2048 (socketserver's is 5): a
+    # busy or hung real server queues connections instead of refusing them, and so does this one.
+    request_queue_size = 2048
 
     def __init__(self, state: ServerState) -> None:
         host = state.args.host
