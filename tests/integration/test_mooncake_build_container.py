@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import shutil
-import subprocess
 
 import pytest
 

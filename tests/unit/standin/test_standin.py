@@ -169,7 +169,7 @@ def test_a_hung_server_queues_connections_like_a_real_one(start: Callable[..., S
     standin.proc.send_signal(signal.SIGSTOP)
     sockets = []
     try:
-        for _ in range(100):
+        for _attempt in range(100):
             sockets.append(socket.create_connection(("127.0.0.1", standin.port), timeout=2))
         sockets[-1].settimeout(0.5)
         sockets[-1].sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
