@@ -82,7 +82,9 @@ ROUTER_OPTION_VARS = tuple((name[len("sglang_router_"):], name) for name in (
     "sglang_router_health_check_timeout_secs", "sglang_router_health_failure_threshold",
     "sglang_router_health_success_threshold", "sglang_router_retry_max_retries",
     "sglang_router_retry_initial_backoff_ms", "sglang_router_retry_max_backoff_ms",
-    "sglang_router_disable_retries", "sglang_router_log_level", "sglang_router_tokenizer_path",
+    "sglang_router_disable_retries", "sglang_router_cb_failure_threshold", "sglang_router_cb_success_threshold",
+    "sglang_router_cb_timeout_duration_secs", "sglang_router_cb_window_duration_secs",
+    "sglang_router_disable_circuit_breaker", "sglang_router_log_level", "sglang_router_tokenizer_path",
 ))
 # Where a service's secrets are mounted (read-only, from a root-only file): the launcher
 # below reads them in-process, so they are in no argv, environment or docker inspect.

@@ -1,12 +1,15 @@
 # Copyright: mindverse
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The batches of rolling_upgrade.yml, decided from the inventory before anything moves.
+"""The batches of a rolling restart, decided before anything moves.
 
-The upgrade moves one canary host, then the other prefill hosts, then the decode hosts, in
-batches of ``sglang_pd_upgrade_serial`` hosts; each batch leaves every router while it
-restarts. A batch that holds every prefill host (or every decode host) would leave the
-routers nothing to send to: the plan names it, so the upgrade refuses before its first
-batch instead of stopping half-way with prefill and decode on different images.
+``rolling_upgrade.yml`` (a new image) and ``site.yml`` (a changed command, environment or
+image of running workers) restart worker hosts the same way (``playbooks/roll_workers.yml``):
+one canary host, then the other prefill hosts, then the decode hosts, in batches of
+``sglang_pd_serial`` hosts; each batch leaves every router while it restarts. A batch that
+holds every prefill host (or every decode host) would leave the routers nothing to send to:
+the plan names it, so the run refuses before its first batch instead of stopping half-way
+with prefill and decode on different images, unless the operator accepts the gap
+(``sglang_pd_allow_serving_gap``).
 """
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ def batch_size(serial, hosts):
     text = str(serial).strip()
     found = re.fullmatch(r"([1-9][0-9]*)(%?)", text)
     if not found:
-        raise AnsibleFilterError(f"sglang_pd_upgrade_serial = {serial!r}: write a number of hosts or a percentage such as 50%")
+        raise AnsibleFilterError(f"sglang_pd_serial = {serial!r}: write a number of hosts or a percentage such as 50%")
     number = int(found.group(1))
     return max(1, hosts * number // 100) if found.group(2) else number
 
@@ -31,21 +34,27 @@ def _chunks(hosts, size):
     return [hosts[i:i + size] for i in range(0, len(hosts), size)]
 
 
-def pd_upgrade_plan(groups, serial=1, canary="", hosts=None):
+def pd_upgrade_plan(groups, serial=1, canary="", hosts=None, playbook="rolling_upgrade.yml"):
     """``{canary, batches, problems}`` of a rolling upgrade of the fleet in GROUPS.
 
     HOSTS are the hosts this run moves, in play order (all of ``sglang_pd`` when not given,
     fewer under ``--limit``). The canary is CANARY when given, else the first of them with a
     decode worker, else the first with any worker. ``problems`` names every batch that would
-    take all hosts of a mode (in the whole fleet) out of the routers at once, and what to do.
+    take all hosts of a mode (in the whole fleet) out of the routers at once, and what to do;
+    PLAYBOOK is the playbook named in those messages.
     """
     members = {mode: list(groups.get("sglang_" + mode) or []) for mode in MODES}
-    order = list(hosts if hosts is not None else groups.get("sglang_pd") or []) or members["prefill"] + members["decode"]
+    if hosts is not None:
+        order = list(hosts)  # none: nothing moves
+    else:
+        order = list(groups.get("sglang_pd") or []) or members["prefill"] + members["decode"]
     candidates = [h for h in dict.fromkeys(order) if any(h in members[m] for m in MODES)]
-    if canary and canary not in candidates:
-        raise AnsibleFilterError(f"sglang_pd_upgrade_canary = {canary!r}: not a host of sglang_prefill or sglang_decode "
-                                 f"(write one of {', '.join(candidates)})")
-    canary = canary or next((h for h in candidates if h in members["decode"]), candidates[0] if candidates else "")
+    every_worker_host = list(dict.fromkeys(members["prefill"] + members["decode"]))
+    if canary and canary not in every_worker_host:
+        raise AnsibleFilterError(f"sglang_pd_canary = {canary!r}: not a host of sglang_prefill or sglang_decode "
+                                 f"(write one of {', '.join(every_worker_host)})")
+    # A canary whose workers do not move in this run leaves the choice to the plan.
+    canary = (canary if canary in candidates else "") or next((h for h in candidates if h in members["decode"]), candidates[0] if candidates else "")
     if not canary:
         return {"canary": "", "batches": [], "problems": []}
     prefill_phase = [h for h in candidates if h != canary and h in members["prefill"]]
@@ -63,11 +72,11 @@ def pd_upgrade_plan(groups, serial=1, canary="", hosts=None):
                         else f"all {len(members[mode])} {mode} hosts")
                 problems.append(
                     f"{what} would take {only} out of the routers at once: every request would fail until it is "
-                    f"back, so rolling_upgrade.yml refuses before anything moves. "
-                    + ("Add a second " + mode + " host (scale_out.yml) and upgrade then, or accept the outage and "
-                       "move every worker at once with site.yml -e sglang_pd_image_digest=<digest>"
+                    f"back, so {playbook} refuses before anything moves. "
+                    + ("Add a second " + mode + " host (scale_out.yml) first, or accept the gap: "
+                       f"{playbook} -e sglang_pd_allow_serving_gap=true"
                        if len(members[mode]) == 1 else
-                       "Lower sglang_pd_upgrade_serial, or choose another sglang_pd_upgrade_canary"))
+                       "Lower sglang_pd_serial, or choose another sglang_pd_canary"))
     return {"canary": canary, "batches": batches, "problems": problems}
 
 

@@ -34,7 +34,7 @@ def _install_stop_handlers(stop: threading.Event) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the stand-in until SIGTERM/SIGINT; return the exit code."""
     args, ignored, options = parse_args(argv)
-    state = ServerState(args, ignored, options.warmup_secs, options.token_delay_secs)
+    state = ServerState(args, ignored, options.warmup_secs, options.token_delay_secs, options.waiting_timeout_secs)
     stop = threading.Event()
     _install_stop_handlers(stop)
     bootstrap: BootstrapServer | None = None
@@ -52,6 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"SGLang stand-in {__version__} (tests only) started: mode={state.mode} host={args.host} port={args.port}"
         + (f" bootstrap_port={args.disaggregation_bootstrap_port}" if bootstrap else "")
         + f" model={args.model_path} served_model_name={args.served_model_name} warmup={options.warmup_secs}s"
+        + f" kv_waiting_timeout={options.waiting_timeout_secs}s"
         + (f" ignored_args={' '.join(ignored)}" if ignored else "")
     )
     while not stop.wait(0.5):

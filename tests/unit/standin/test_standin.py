@@ -301,6 +301,24 @@ def test_decode_fails_on_unreachable_bootstrap(start: Callable[..., Standin]) ->
     assert "POST /v1/chat/completions 500" in decode.log()
 
 
+def test_decode_waits_sglangs_waiting_timeout_on_a_silent_prefill(
+    start: Callable[..., Standin], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A partitioned prefill: the connection is accepted (by the kernel) and nothing answers.
+    monkeypatch.setenv("SGLANG_DISAGGREGATION_WAITING_TIMEOUT", "1.5")
+    decode = start("decode")
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        pd_fields = {"bootstrap_host": "127.0.0.1", "bootstrap_port": silent.getsockname()[1], "bootstrap_room": 9}
+        began = time.monotonic()
+        status, error = decode.json("POST", "/v1/chat/completions", dict(CHAT, **pd_fields))
+        waited = time.monotonic() - began
+    assert status == 500 and "connected, but no answer" in error["message"]
+    assert 1.5 <= waited < 8, waited
+    assert "kv_waiting_timeout=1.5s" in decode.log()
+
+
 @pytest.mark.parametrize(
     ("mode", "extra", "message"),
     [

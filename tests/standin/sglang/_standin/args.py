@@ -18,6 +18,10 @@ KV_CACHE_DTYPES = ("auto", "fp8_e5m2", "fp8_e4m3", "bf16", "bfloat16", "fp4_e2m1
 MAX_PORT = 65535
 ENV_WARMUP = "SGLANG_STANDIN_WARMUP_SECS"
 ENV_TOKEN_DELAY = "SGLANG_STANDIN_TOKEN_DELAY_SECS"
+# SGLang's own variable and default (sglang/srt/environ.py, 0.5.14): how long decode waits
+# for a request's KV cache from prefill. The stand-in waits that long for the bootstrap server.
+ENV_WAITING_TIMEOUT = "SGLANG_DISAGGREGATION_WAITING_TIMEOUT"
+WAITING_TIMEOUT_DEFAULT = 300.0
 
 
 @dataclass(frozen=True)
@@ -26,6 +30,7 @@ class StandinOptions:
 
     warmup_secs: float
     token_delay_secs: float
+    waiting_timeout_secs: float = WAITING_TIMEOUT_DEFAULT
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -93,5 +98,6 @@ def parse_args(
     options = StandinOptions(
         warmup_secs=_env_seconds(parser, env, ENV_WARMUP, 2.0),
         token_delay_secs=_env_seconds(parser, env, ENV_TOKEN_DELAY, 0.0),
+        waiting_timeout_secs=_env_seconds(parser, env, ENV_WAITING_TIMEOUT, WAITING_TIMEOUT_DEFAULT),
     )
     return args, ignored, options

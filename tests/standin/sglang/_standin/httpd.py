@@ -286,7 +286,7 @@ class StandinHandler(BaseHTTPRequestHandler):
     def _check_prefill(self, body: dict[str, Any]) -> None:
         """Decode: reach every prefill bootstrap server named in the request, or fail with 500."""
         for host, port in bootstrap_targets(body, self.server.state.args.disaggregation_bootstrap_port):
-            problem = check_bootstrap(host, port)
+            problem = check_bootstrap(host, port, self.server.state.waiting_timeout_secs)
             if problem:
                 log(f"error: {problem}")
                 raise RequestError(problem, 500)

@@ -96,7 +96,11 @@ def _read_line(sock: socket.socket, limit: int = 256) -> bytes:
 
 
 def check_bootstrap(host: str, port: int, timeout: float = BOOTSTRAP_TIMEOUT_SECS) -> str | None:
-    """None when the prefill bootstrap server at host:port answers, else an error naming the address."""
+    """None when the prefill bootstrap server at host:port answers, else an error naming the address.
+
+    The server passes SGLANG_DISAGGREGATION_WAITING_TIMEOUT as TIMEOUT: like real decode, a
+    request to an unreachable (dropped, not refused) prefill waits that long.
+    """
     address = f"{host}:{port}"
     try:
         sock = socket.create_connection((host.strip("[]"), port), timeout=timeout)

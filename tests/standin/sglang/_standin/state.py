@@ -29,6 +29,7 @@ class ServerState:
     ignored_args: list[str]
     warmup_secs: float
     token_delay_secs: float
+    waiting_timeout_secs: float = 300.0
     ready_at: float = 0.0
     requests_served: int = 0
     bootstrap_connections: int = 0

@@ -20,6 +20,14 @@ def test_one_prefill_host_is_refused_before_the_canary_moves():
     assert len(plan["problems"]) == 1
     assert plan["problems"][0].startswith("batch 1 (p0) would take the fleet's only prefill host, p0, out of the routers")
     assert "Add a second prefill host (scale_out.yml)" in plan["problems"][0]
+    assert "rolling_upgrade.yml -e sglang_pd_allow_serving_gap=true" in plan["problems"][0]
+
+
+def test_the_messages_name_the_playbook_that_restarts():
+    plan = pd_upgrade_plan(fleet(["p0"], ["d0"]), hosts=["p0"], playbook="site.yml")
+    assert plan["batches"] == [["p0"]]
+    assert "so site.yml refuses before anything moves" in plan["problems"][0]
+    assert plan["problems"][0].endswith("site.yml -e sglang_pd_allow_serving_gap=true")
 
 
 def test_the_shape_of_the_scale_scenario_rolls():
@@ -33,7 +41,7 @@ def test_a_batch_holding_every_decode_host_is_refused():
     plan = pd_upgrade_plan(fleet(["p0", "p1"], ["d0", "d1", "d2"]), serial="100%")
     assert plan["batches"] == [["d0"], ["p0", "p1"], ["d1", "d2"]]
     assert [p.split(" would")[0] for p in plan["problems"]] == ["batch 1 (p0, p1)"]
-    assert "Lower sglang_pd_upgrade_serial" in plan["problems"][0]
+    assert "Lower sglang_pd_serial" in plan["problems"][0]
 
 
 def test_a_limited_run_picks_its_canary_among_its_hosts():
@@ -41,8 +49,17 @@ def test_a_limited_run_picks_its_canary_among_its_hosts():
     assert plan["canary"] == "d1" and plan["batches"] == [["d1"], ["p1"]] and plan["problems"] == []
 
 
+def test_no_host_to_move_plans_nothing():
+    assert pd_upgrade_plan(fleet(["p0"], ["d0"]), hosts=[], playbook="site.yml") == {"canary": "", "batches": [], "problems": []}
+
+
+def test_a_canary_that_does_not_move_leaves_the_choice_to_the_plan():
+    plan = pd_upgrade_plan(fleet(["p0", "p1"], ["d0", "d1"]), canary="d0", hosts=["p1", "d1"])
+    assert plan["canary"] == "d1"
+
+
 def test_a_canary_outside_the_pd_groups_is_named():
-    with pytest.raises(AnsibleFilterError, match="sglang_pd_upgrade_canary = 'x0'"):
+    with pytest.raises(AnsibleFilterError, match="sglang_pd_canary = 'x0'"):
         pd_upgrade_plan(fleet(["p0"], ["d0"]), canary="x0")
 
 
