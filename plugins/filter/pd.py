@@ -545,6 +545,22 @@ def router_url(hostvars_one, host):
     return f"http://{_url_host(service_address(hostvars_one, host))}:{router_port(hostvars_one, hostvars_one)}"
 
 
+def router_metrics_url(hostvars_one, host, router_defaults=None):
+    """The URL of the Prometheus endpoint of the router on HOST, or "" when it exports none.
+
+    Its port is sglang_router_prometheus_port (ROUTER_DEFAULTS: the sglang_router role's
+    defaults, read as data); its address sglang_router_prometheus_host unless that is a
+    wildcard, else the host's service address.
+    """
+    port = hostvars_one.get("sglang_router_prometheus_port", (router_defaults or {}).get("sglang_router_prometheus_port"))
+    if port in (None, "", 0):
+        return ""
+    address = hostvars_one.get("sglang_router_prometheus_host")
+    if address in (None, "", "0.0.0.0", "::"):
+        address = service_address(hostvars_one, host)
+    return f"http://{_url_host(address)}:{int(port)}"
+
+
 def router_launch(prefills, decodes, role_vars, address, supported=None, listen_all=False):
     """Command line, environment, membership and secrets of the router, from the sglang_router_* variables.
 
@@ -739,6 +755,7 @@ class FilterModule:
             "sglang_worker_launch": worker_launch,
             "sglang_router_workers_env": router_workers_env,
             "router_url": router_url,
+            "router_metrics_url": router_metrics_url,
             "image_reference": image_reference,
             "router_worker_spec": router_worker_spec,
             "sglang_router_launch": router_launch,

@@ -14,7 +14,6 @@ Two sources, as SGLang exposes them:
 
 from __future__ import annotations
 
-import re
 import time
 
 from ansible_collections.mindverse.sglang_pd.plugins.module_utils._http import (
@@ -23,11 +22,11 @@ from ansible_collections.mindverse.sglang_pd.plugins.module_utils._http import (
     join_url,
     round_seconds,
 )
+from ansible_collections.mindverse.sglang_pd.plugins.module_utils._prometheus import samples
 
 SOURCES = ('get_load', 'metrics')
 DEFAULT_METRICS = ('sglang:num_running_reqs', 'sglang:num_queue_reqs')
 LOAD_KEYS = ('num_reqs', 'num_waiting_reqs')
-_SAMPLE = re.compile(r'^(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)(?:\{[^}]*\})?\s+(?P<value>\S+)(?:\s+\S+)?$')
 
 
 class Unavailable(Exception):
@@ -66,18 +65,12 @@ def parse_metrics(text, names=DEFAULT_METRICS):
     wanted = set(names)
     total = 0.0
     found = set()
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith('#'):
-            continue
-        match = _SAMPLE.match(line)
-        if not match or match.group('name') not in wanted:
-            continue
+    for name, _labels, value in samples(text, wanted):
         try:
-            total += float(match.group('value'))
+            total += float(value)
         except ValueError:
-            raise Unavailable('%s has a value that is not a number: %r' % (match.group('name'), line))
-        found.add(match.group('name'))
+            raise Unavailable('%s has a value that is not a number: %r' % (name, value))
+        found.add(name)
     if not found:
         raise Unavailable('none of %s in the metrics' % ', '.join(sorted(wanted)))
     return int(round(total))

@@ -23,6 +23,7 @@ from ansible_collections.mindverse.sglang_pd.plugins.module_utils._http import (
     join_url,
     normalise_url,
 )
+from ansible_collections.mindverse.sglang_pd.plugins.module_utils._prometheus import samples
 
 API_WORKERS = 'workers'
 API_LEGACY = 'legacy'
@@ -30,6 +31,10 @@ WORKER_TYPES = ('prefill', 'decode', 'regular')
 UNKNOWN = 'unknown'
 # Seconds between two GET /workers while waiting for the router to report a change.
 POLL_INTERVAL = 1.0
+# The router's per-worker circuit-breaker gauge on its Prometheus port, and its values
+# (sglang-router 0.3.x, "smg" metrics: 0 closed, 1 open, 2 half-open; -1 once removed).
+CB_STATE_METRIC = 'smg_worker_cb_state'
+CB_STATES = {0: 'closed', 1: 'open', 2: 'half_open', -1: 'removed'}
 
 
 class RouterError(Exception):
@@ -92,6 +97,24 @@ def normalise_worker(raw):
         bootstrap_port=_to_port(port),
         id=str(worker_id),
     )
+
+
+def circuit_breakers(text):
+    """``{worker URL: state}`` from a router's metrics TEXT (``closed``, ``open``, ``half_open``, ``removed``)."""
+    states = {}
+    for _name, labels, value in samples(text, [CB_STATE_METRIC]):
+        try:
+            code = int(float(value))
+        except ValueError:
+            code = None
+        if labels.get('worker'):
+            states[normalise_url(labels['worker'])] = CB_STATES.get(code, UNKNOWN)
+    return states
+
+
+def with_circuit_breakers(workers, states):
+    """WORKERS, each with ``circuit_breaker``: its state in STATES, or ``unknown`` when not exported."""
+    return [dict(w, circuit_breaker=states.get(normalise_url(w['url']), UNKNOWN)) for w in workers]
 
 
 def summarise(workers):
@@ -349,6 +372,18 @@ class RouterWorkers:
             self.sleep(min(self.poll_interval, remaining))
 
 
+def read_circuit_breakers(http, metrics_url):
+    """The circuit-breaker states on the router's Prometheus endpoint METRICS_URL, or raise ``RouterError``."""
+    url = join_url(metrics_url, '/metrics')
+    try:
+        resp = http.request('GET', url)
+    except HttpRequestError as exc:
+        raise RouterError('Cannot read the router\'s metrics at %s: %s' % (url, exc))
+    if resp.status != 200:
+        raise RouterError('The router\'s metrics at %s answered HTTP %s' % (url, resp.status))
+    return circuit_breakers(resp.text)
+
+
 def run_router_workers_module(module):
     """Entry point of the sglang_router_workers module."""
     p = module.params
@@ -357,6 +392,12 @@ def run_router_workers_module(module):
                             wait_timeout=p['wait_timeout'], check_mode=module.check_mode, api=p['api'])
     try:
         result = manager.run()
+        if p.get('metrics_url'):
+            states = read_circuit_breakers(HttpClient(timeout=p['timeout'], validate_certs=p['validate_certs']),
+                                           p['metrics_url'])
+            result['workers'] = with_circuit_breakers(result['workers'], states)
+            result['open_circuits'] = sorted(w['url'] for w in result['workers']
+                                             if w['circuit_breaker'] in ('open', 'half_open'))
     except RouterError as exc:
         result = dict(exc.result)
         result.setdefault('changed', False)

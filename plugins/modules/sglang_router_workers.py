@@ -87,6 +87,15 @@ options:
         change. V(0) does not wait.
     type: float
     default: 120
+  metrics_url:
+    description:
+      - Base URL of the router's Prometheus endpoint (its C(--prometheus-host) and C(--prometheus-port)),
+        for example V(http://10.0.0.10:29000).
+      - When set, each worker of RV(workers) also carries C(circuit_breaker), the router's own state of
+        its circuit breaker read from C(smg_worker_cb_state) (V(closed), V(open), V(half_open), or
+        V(unknown) when the router does not export it), and RV(open_circuits) lists the workers whose
+        breaker is not closed. The router's C(GET /workers) does not show the breaker.
+    type: str
   api:
     description:
       - Router API to use. V(auto) detects it; V(workers) requires C(GET /workers) (routers 0.2 or
@@ -143,6 +152,13 @@ EXAMPLES = r"""
         worker_type: decode
     wait_timeout: 300
 
+- name: Read the workers with the state of their circuit breakers
+  mindverse.sglang_pd.sglang_router_workers:
+    url: http://10.0.0.10:8000
+    api_key: "{{ sglang_router_api_key }}"
+    metrics_url: http://10.0.0.10:29000
+  register: router_state
+
 - name: Take a decode server out of rotation
   mindverse.sglang_pd.sglang_router_workers:
     url: http://10.0.0.10:8000
@@ -163,6 +179,7 @@ workers:
     - The workers the router lists (after the change, unless in check mode).
     - On a legacy router C(worker_type) is V(unknown) and C(id), C(is_healthy), C(bootstrap_port) are null.
     - C(id) is the identifier used for C(DELETE /workers/{id}) (a UUID on 0.3.x, the percent-encoded URL on 0.2.4).
+    - With O(metrics_url), C(circuit_breaker) is the state of the worker's circuit breaker in the router.
   returned: always, when the router answered
   type: list
   elements: dict
@@ -177,6 +194,12 @@ workers:
       is_healthy: true
       bootstrap_port: null
       id: 6f0e2d9c-8a47-4b3e-a1d2-5c9e7f3b2a40
+open_circuits:
+  description: URLs of the workers whose circuit breaker in the router is open or half-open.
+  returned: when O(metrics_url) is set
+  type: list
+  elements: str
+  sample: ["http://10.0.0.13:30200"]
 counts:
   description: Number of listed workers per type, plus C(unknown) (legacy routers) and C(total).
   returned: always, when the router answered
@@ -234,6 +257,7 @@ def main():
             ),
             wait_timeout=dict(type='float', default=120),
             api=dict(type='str', default='auto', choices=['auto', 'workers', 'legacy']),
+            metrics_url=dict(type='str'),
         ),
         required_if=[
             ('state', 'present', ['workers']),

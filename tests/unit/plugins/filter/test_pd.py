@@ -486,3 +486,14 @@ def test_redact_values_hides_every_secret_of_a_service():
     line = "api_key='k-1' admin_api_key='k-12' token=hf-9 port=30000"
     assert pd.redact_values(line, secret) == "api_key='<redacted>' admin_api_key='<redacted>' token=<redacted> port=30000"
     assert pd.redact_values("nothing secret", {}) == "nothing secret"
+
+
+def test_router_urls_come_from_the_inventory_and_the_role_defaults():
+    one = {"sglang_pd_service_address": "10.0.0.2"}
+    defaults = {"sglang_router_prometheus_port": 29000}
+    assert pd.router_url(one, "r0") == "http://10.0.0.2:30000"
+    assert pd.router_metrics_url(one, "r0", defaults) == "http://10.0.0.2:29000"
+    assert pd.router_metrics_url(dict(one, sglang_router_prometheus_host="0.0.0.0"), "r0", defaults) == "http://10.0.0.2:29000"
+    assert pd.router_metrics_url(dict(one, sglang_router_prometheus_host="fd00::2", sglang_router_prometheus_port=9100),
+                                 "r0", defaults) == "http://[fd00::2]:9100"
+    assert pd.router_metrics_url(dict(one, sglang_router_prometheus_port=None), "r0", defaults) == ""

@@ -20,7 +20,7 @@ from ansible_collections.mindverse.sglang_pd.plugins.module_utils._router_api im
 )
 from ansible_collections.mindverse.sglang_pd.plugins.modules import sglang_router_workers
 from fake_sglang import no_proxy_env  # noqa: F401  pylint: disable=unused-import
-from fake_sglang import FakeServer, LegacyRouterApp, Reply, RouterV03App, RouterV024App
+from fake_sglang import App, FakeServer, LegacyRouterApp, Reply, RouterV03App, RouterV024App
 from module_runner import run_module
 
 P1 = 'http://10.0.0.11:30100'
@@ -377,3 +377,49 @@ def test_module_argument_validation(args, message):
     result = run_module(sglang_router_workers, dict(url='http://127.0.0.1:9', **args))
     assert result['failed'] is True
     assert message in result['msg']
+
+
+# ----------------------------------------------------------------- circuit breakers (metrics_url)
+# What sglang-router 0.3.2 exports on its Prometheus port (captured from the stand-in fleet).
+ROUTER_METRICS = '''# TYPE smg_worker_cb_state gauge
+smg_worker_cb_state{worker="http://10.0.0.11:30100"} 0
+smg_worker_cb_state{worker="http://10.0.0.12:30200"} 1
+smg_worker_cb_state{worker="http://10.0.0.14:30200"} -1
+# TYPE smg_worker_health gauge
+smg_worker_health{worker="http://10.0.0.12:30200"} 1
+'''
+
+
+class MetricsApp(App):
+    """A router's Prometheus endpoint: GET /metrics answers TEXT."""
+
+    def __init__(self, text, status=200, **kwargs):
+        super().__init__(**kwargs)
+        self.text, self.status = text, status
+
+    def route(self, request):
+        if request.method == 'GET' and request.path == '/metrics':
+            return Reply(self.status, self.text, content_type='text/plain; version=0.0.4')
+        return Reply(404, 'Not Found', content_type='text/plain')
+
+
+def test_circuit_breakers_are_read_from_the_router_metrics():
+    assert _router_api.circuit_breakers(ROUTER_METRICS) == {P1: 'closed', D1: 'open', D3: 'removed'}
+    assert _router_api.circuit_breakers('smg_worker_cb_state{worker="http://x:1/"} 2\n') == {'http://x:1': 'half_open'}
+    assert _router_api.circuit_breakers('# nothing exported\n') == {}
+
+
+def test_module_adds_each_workers_circuit_breaker():
+    with FakeServer(RouterV03App(workers=SEED + [dict(url=D2, worker_type='decode')])) as router, \
+            FakeServer(MetricsApp(ROUTER_METRICS)) as metrics:
+        result = run_module(sglang_router_workers, dict(url=router.url, metrics_url=metrics.url))
+    states = dict((w['url'], w['circuit_breaker']) for w in result['workers'])
+    assert states == {P1: 'closed', D1: 'open', D2: 'unknown'}
+    assert result['open_circuits'] == [D1]
+
+
+def test_module_fails_when_the_metrics_cannot_be_read():
+    with FakeServer(RouterV03App(workers=SEED)) as router, FakeServer(MetricsApp('', status=404)) as metrics:
+        result = run_module(sglang_router_workers, dict(url=router.url, metrics_url=metrics.url))
+    assert result['failed'] is True
+    assert result['msg'] == "The router's metrics at %s/metrics answered HTTP 404" % metrics.url
