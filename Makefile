@@ -37,8 +37,15 @@ unit:
 sanity:
 	bash scripts/sanity.sh --requirements
 
+# faults and scale share one fleet: faults builds it and hands it on (--destroy never),
+# scale reuses it and removes it; a fleet an earlier run left behind goes first.
 molecule:
-	molecule test --all
+	molecule test -s fleet
+	molecule test -s hosts
+	molecule test -s image
+	molecule destroy -s faults
+	molecule test -s faults --destroy never
+	molecule test -s scale
 	molecule check -s hosts
 
 molecule-%:  # one scenario: make molecule-hosts

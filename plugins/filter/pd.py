@@ -675,8 +675,14 @@ def router_help_flags(text):
 
 
 def docker_run_options(container):
-    """The ``docker run`` options (between ``run`` and the image) of a container spec."""
-    argv = ["--rm", "--name", container["name"]]
+    """The ``docker run`` options (between ``run`` and the image) of a container spec.
+
+    ``detach: true`` puts ``--detach`` first: ``docker run`` starts the container and returns,
+    so the container does not depend on the client (the roles' units follow it with
+    ``docker wait`` instead, and a Docker daemon restart with live-restore keeps it running).
+    """
+    argv = ["--detach"] if container.get("detach") else []
+    argv += ["--rm", "--name", container["name"]]
     for key, flag in (("network", "--network"), ("ipc", "--ipc"), ("shm_size", "--shm-size"),
                       ("stop_timeout", "--stop-timeout"), ("user", "--user")):
         if container.get(key):

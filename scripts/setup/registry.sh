@@ -52,7 +52,7 @@ if ! answers; then
   if [ -s "$DIR/pid" ] && kill -0 "$(cat "$DIR/pid")" 2>/dev/null; then kill "$(cat "$DIR/pid")"; fi
   # A registry of another checkout holding the address is stopped: one per address.
   holder=$(ss -Hltnp "sport = :$PORT" 2>/dev/null | grep -o 'docker-registry",pid=[0-9]*' | grep -o '[0-9]*$' || true)
-  [ -z "$holder" ] || kill $holder
+  [ -z "$holder" ] || echo "$holder" | xargs kill
   sleep 1
   log "starting the registry on $ADDR"
   nohup docker-registry serve "$DIR/config.yml" >"$DIR/registry.log" 2>&1 &

@@ -15,7 +15,7 @@ _LOG_LOCK = threading.Lock()
 
 
 def log(line: str) -> None:
-    """Write one line to stdout and flush it at once (journald / docker logs read it live)."""
+    """Write one line to stdout and flush it at once (docker logs reads it live)."""
     with _LOG_LOCK:
         sys.stdout.write(f"[sglang-standin] {line}\n")
         sys.stdout.flush()

@@ -417,6 +417,21 @@ def test_docker_run_argv():
     assert pd.docker_run_options(container) == argv[2:argv.index("img@sha256:x")]
 
 
+@pytest.mark.parametrize("detach, first", [
+    (True, ["--detach", "--rm"]),
+    (False, ["--rm", "--name"]),
+    (None, ["--rm", "--name"]),
+])
+def test_docker_run_options_detach_comes_first(detach, first):
+    container = {"name": "w", "network": "host"}
+    if detach is not None:
+        container["detach"] = detach
+    options = pd.docker_run_options(container)
+    assert options[:2] == first
+    assert options.count("--detach") == (1 if detach else 0)
+    assert options[-4:] == ["--name", "w", "--network", "host"]
+
+
 @pytest.mark.parametrize("argv", [
     ["docker", "run", "--x", "a b", "--json", '{"0":"mlx5_0"}', "--q", "it's"],
     ["sh", "-c", 'exec "$@" --api-key "$K"', "r", "python", "-m", "m"],
