@@ -680,9 +680,13 @@ def docker_run_options(container):
     ``detach: true`` puts ``--detach`` first: ``docker run`` starts the container and returns,
     so the container does not depend on the client (the roles' units follow it with
     ``docker wait`` instead, and a Docker daemon restart with live-restore keeps it running).
+    A detached container is not started with ``--rm``: Docker 20.10 removes an auto-remove
+    container when its daemon restarts, live-restore or not. It stays after it stops, with
+    its log, until its unit starts it again (``ExecStartPre`` removes it) or the service is
+    removed. A container that is not detached is removed when it stops (``--rm``).
     """
-    argv = ["--detach"] if container.get("detach") else []
-    argv += ["--rm", "--name", container["name"]]
+    argv = ["--detach"] if container.get("detach") else ["--rm"]
+    argv += ["--name", container["name"]]
     for key, flag in (("network", "--network"), ("ipc", "--ipc"), ("shm_size", "--shm-size"),
                       ("stop_timeout", "--stop-timeout"), ("user", "--user")):
         if container.get(key):

@@ -283,10 +283,14 @@ def quantile(values: list[float], q: float) -> float | None:
 
 
 def summarise(records: list[dict[str, Any]], windows: list[tuple[str, float, float]]) -> list[dict[str, Any]]:
-    """Per phase (requests that started in its window) and overall: counts and latency quantiles."""
+    """Per phase and overall: counts and latency quantiles of the requests that ended in its window.
+
+    By the end, not the start: a request in flight when a fault is injected fails during the
+    fault, and counts there, even when it was sent just before the fault's phase began.
+    """
     rows = []
     for name, start, end in windows + [("all", float("-inf"), float("inf"))]:
-        chosen = [r for r in records if start <= r["start"] < end]
+        chosen = [r for r in records if start <= r["end"] < end]
         latencies = [r["latency"] for r in chosen if r["ok"]]
         p50, p99 = quantile(latencies, 0.50), quantile(latencies, 0.99)
         by_kind = {}

@@ -83,17 +83,19 @@ def test_quantiles_are_nearest_rank():
     assert (loadgen.quantile(values, 0.5), loadgen.quantile(values, 0.99), loadgen.quantile([], 0.5)) == (50.0, 99.0, None)
 
 
-def test_summary_buckets_requests_by_phase(tmp_path):
+def test_summary_buckets_requests_by_the_phase_they_ended_in(tmp_path):
     phases = tmp_path / "phases.jsonl"
     loadgen.append_phase(phases, "one", "start", 10.0)
     loadgen.append_phase(phases, "one", "end", 20.0)
     loadgen.append_phase(phases, "two", "start", 20.0)
     loadgen.append_phase(phases, "two", "end", 30.0)
     records = [
-        {"start": 11.0, "latency": 0.1, "ok": True, "stream": False, "error": None, "connect_retries": 0},
-        {"start": 12.0, "latency": 0.3, "ok": True, "stream": True, "error": None, "connect_retries": 2, "refused_secs": 0.4},
-        {"start": 25.0, "latency": 0.2, "ok": False, "stream": True, "error": "HTTP 503: x", "connect_retries": 0},
-        {"start": 35.0, "latency": 0.2, "ok": True, "stream": False, "error": None, "connect_retries": 0},
+        {"start": 11.0, "end": 11.1, "latency": 0.1, "ok": True, "stream": False, "error": None, "connect_retries": 0},
+        {"start": 12.0, "end": 12.3, "latency": 0.3, "ok": True, "stream": True, "error": None, "connect_retries": 2,
+         "refused_secs": 0.4},
+        # Sent in phase one, cut in phase two: it failed during two.
+        {"start": 19.9, "end": 20.1, "latency": 0.2, "ok": False, "stream": True, "error": "HTTP 503: x", "connect_retries": 0},
+        {"start": 35.0, "end": 35.2, "latency": 0.2, "ok": True, "stream": False, "error": None, "connect_retries": 0},
     ]
     rows = {r["phase"]: r for r in loadgen.summarise(records, loadgen.phase_windows(loadgen.read_jsonl(phases)))}
     assert (rows["one"]["requests"], rows["one"]["failed"], rows["one"]["p50_ms"], rows["one"]["p99_ms"]) == (2, 0, 100.0, 300.0)

@@ -418,16 +418,18 @@ def test_docker_run_argv():
 
 
 @pytest.mark.parametrize("detach, first", [
-    (True, ["--detach", "--rm"]),
+    (True, ["--detach", "--name"]),
     (False, ["--rm", "--name"]),
     (None, ["--rm", "--name"]),
 ])
-def test_docker_run_options_detach_comes_first(detach, first):
+def test_docker_run_options_detach_first_and_never_auto_remove(detach, first):
     container = {"name": "w", "network": "host"}
     if detach is not None:
         container["detach"] = detach
     options = pd.docker_run_options(container)
     assert options[:2] == first
+    # Docker 20.10 removes an auto-remove container on a daemon restart, live-restore or not.
+    assert ("--rm" in options) is not bool(detach)
     assert options.count("--detach") == (1 if detach else 0)
     assert options[-4:] == ["--name", "w", "--network", "host"]
 
