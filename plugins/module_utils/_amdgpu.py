@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 import re
 
+from ansible_collections.mindverse.sglang_pd.plugins.module_utils._pci import pci_placement
+
 AMD_VENDOR_ID = 0x1002
 
 # PCI device id -> marketing name. 0x74b5 is the virtual function that Azure ND MI300X v5
@@ -204,8 +206,11 @@ def collect(root="/"):
         device_id = node["device_id"]
         if device_id is None:
             device_id = card.get("device_id") or pci.get(address, {}).get("device_id")
+        placement = pci_placement(os.path.join(_path(root, PCI_DEVICES), address))
         gpus.append({
             "pci_address": address,
+            "numa_node": placement["numa_node"],
+            "pci_path": placement["pci_path"] or [address],
             "vendor_id": _hex(node["vendor_id"]),
             "device_id": _hex(device_id),
             "model": model_name(device_id),

@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 import re
 
+from ansible_collections.mindverse.sglang_pd.plugins.module_utils._pci import pci_placement
+
 INFINIBAND_CLASS = "sys/class/infiniband"
 ZERO_GID = "0000:0000:0000:0000:0000:0000:0000:0000"
 
@@ -60,7 +62,26 @@ def parse_rate(text):
     return int(value) if value.is_integer() else value
 
 
-def read_port(port_dir, number):
+def ipv4_of_gid(gid):
+    """The IPv4 address of an IPv4-mapped GID (``...:0000:ffff:0a00:000b`` is 10.0.0.11), else None."""
+    groups = (gid or "").split(":")
+    if len(groups) != 8 or [g.lower() for g in groups[:6]] != ["0000"] * 5 + ["ffff"]:
+        return None
+    try:
+        high, low = int(groups[6], 16), int(groups[7], 16)
+    except ValueError:
+        return None
+    return "%d.%d.%d.%d" % (high >> 8, high & 0xFF, low >> 8, low & 0xFF)
+
+
+def read_gid_attrs(port_dir, index):
+    """Type (``IB/RoCE v1`` or ``RoCE v2``) and network device of one GID, None when absent."""
+    attrs = os.path.join(port_dir, "gid_attrs")
+    return (read_text(os.path.join(attrs, "types", str(index))) or None,
+            read_text(os.path.join(attrs, "ndevs", str(index))) or None)
+
+
+def read_port(port_dir, number, root="/"):
     state_num, state = parse_state(read_text(os.path.join(port_dir, "state")))
     phys_num, phys_state = parse_state(read_text(os.path.join(port_dir, "phys_state")))
     rate_text = read_text(os.path.join(port_dir, "rate"))
@@ -69,7 +90,13 @@ def read_port(port_dir, number):
     for index in _sorted_numeric(_listdir(gids_dir)):
         gid = read_text(os.path.join(gids_dir, index))
         if gid and gid != ZERO_GID:
-            gids.append({"index": int(index), "gid": gid})
+            gid_type, ndev = read_gid_attrs(port_dir, index)
+            gids.append({"index": int(index), "gid": gid, "type": gid_type, "ndev": ndev,
+                         "ipv4": ipv4_of_gid(gid)})
+    # RoCE: the MTU of the port's network device. InfiniBand ports have no MTU in sysfs
+    # (ibv_devinfo's active_mtu comes from the verbs API): None there.
+    ndevs = [g["ndev"] for g in gids if g["ndev"]]
+    mtu = read_text(os.path.join(root, "sys/class/net", ndevs[0], "mtu")) if ndevs else None
     return {
         "port": number,
         "state": state,
@@ -81,6 +108,8 @@ def read_port(port_dir, number):
         "link_layer": read_text(os.path.join(port_dir, "link_layer")),
         "gid0": read_text(os.path.join(gids_dir, "0")),
         "gids": gids,
+        "netdev": ndevs[0] if ndevs else None,
+        "mtu": int(mtu) if mtu and mtu.isdigit() else None,
     }
 
 
@@ -91,17 +120,17 @@ def collect(root="/"):
     for name in sorted(_listdir(base)):
         dev_dir = os.path.join(base, name)
         ports_dir = os.path.join(dev_dir, "ports")
-        devices.append({
+        devices.append(dict({
             "name": name,
             "node_guid": read_text(os.path.join(dev_dir, "node_guid")),
             "node_type": parse_state(read_text(os.path.join(dev_dir, "node_type")))[1],
             "hca_type": read_text(os.path.join(dev_dir, "hca_type")),
             "fw_ver": read_text(os.path.join(dev_dir, "fw_ver")),
             "ports": [
-                read_port(os.path.join(ports_dir, number), int(number))
+                read_port(os.path.join(ports_dir, number), int(number), root)
                 for number in _sorted_numeric(_listdir(ports_dir))
             ],
-        })
+        }, **pci_placement(os.path.join(dev_dir, "device"))))
     return {
         "device_count": len(devices),
         "port_count": sum(len(d["ports"]) for d in devices),

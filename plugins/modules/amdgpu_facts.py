@@ -93,13 +93,17 @@ ansible_facts:
         gpus:
           description:
             - One entry per visible GPU, in KFD node order.
-            - Keys are C(pci_address), C(vendor_id), C(device_id) (hex strings), C(model)
+            - Keys are C(pci_address), C(numa_node) (null where the kernel knows none),
+              C(pci_path) (the PCI addresses from the root port down to the GPU, read through
+              C(/sys/bus/pci/devices)), C(vendor_id), C(device_id) (hex strings), C(model)
               (V(MI300X) for 0x74a1, 0x74b5, 0x74bd), C(gfx_target), C(gfx_target_version),
               C(simd_count), C(vram_bytes), C(render_node), C(card), C(kfd_node), C(unique_id).
           type: list
           elements: dict
           sample:
             - pci_address: "0000:11:00.0"
+              numa_node: 0
+              pci_path: ["0000:00:01.0", "0000:a0:00.0", "0000:11:00.0"]
               vendor_id: "0x1002"
               device_id: "0x74b5"
               model: MI300X

@@ -89,10 +89,16 @@ ansible_facts:
         devices:
           description:
             - One entry per device, sorted by name, with C(name), C(node_guid), C(node_type),
-              C(hca_type), C(fw_ver) and C(ports).
+              C(hca_type), C(fw_ver), C(ports) and where it sits on PCI, read through its
+              C(device) link; C(pci_address), C(numa_node) (null where the kernel knows none)
+              and C(pci_path) (the PCI addresses from the root port down to the device; empty
+              when the link is missing).
             - Each port has C(port), C(state) (V(ACTIVE), V(DOWN), ...), C(state_num), C(phys_state)
               (V(LinkUp), V(Disabled), ...), C(phys_state_num), C(rate) (the raw text), C(rate_gbps),
-              C(link_layer), C(gid0) and C(gids) (the non-zero GIDs with their C(index)).
+              C(link_layer) (V(InfiniBand) or V(Ethernet) for RoCE), C(gid0), C(gids) (the non-zero
+              GIDs with their C(index), C(type) (V(IB/RoCE v1) or V(RoCE v2)), C(ndev) and C(ipv4)
+              for an IPv4-mapped GID), C(netdev) and C(mtu) (the MTU of the port's network device
+              on RoCE; null on InfiniBand, whose active MTU sysfs does not show).
           type: list
           elements: dict
           sample:
@@ -101,6 +107,9 @@ ansible_facts:
               node_type: CA
               hca_type: MT4129
               fw_ver: 28.39.1002
+              pci_address: "0000:0d:00.0"
+              numa_node: 0
+              pci_path: ["0000:00:01.0", "0000:a0:00.0", "0000:0d:00.0"]
               ports:
                 - port: 1
                   state: ACTIVE
@@ -114,6 +123,11 @@ ansible_facts:
                   gids:
                     - index: 0
                       gid: "fe80:0000:0000:0000:0c42:a103:0097:0000"
+                      type: IB/RoCE v1
+                      ndev: null
+                      ipv4: null
+                  netdev: null
+                  mtu: null
 problems:
   description: Each missing device and each port not ACTIVE or at the wrong rate; empty when none.
   returned: always

@@ -159,3 +159,56 @@ def run_module(main, args, capsys):
         with pytest.raises(SystemExit) as exc:
             main()
     return exc.value.code, json.loads(capsys.readouterr().out)
+
+
+# Where the functions sit on an ND MI300X v5 style host: GPU i and NIC i under one root port
+# and PCIe switch, GPUs and NICs 0-3 on NUMA node 0, 4-7 on node 1 (addresses illustrative).
+NIC_ADDRESSES = tuple("0000:%02x:00.0" % (int(a.split(":")[1], 16) + 1) for a in MI300X_ADDRESSES)
+
+
+def place_pci_function(root, address, bridges, numa_node):
+    """Put a PCI function under sys/devices/pci0000:00/<bridges...>/, linked from sys/bus/pci/devices."""
+    real = os.path.join(root, "sys/devices/pci0000:00", *bridges, address)
+    os.makedirs(real, exist_ok=True)
+    write(os.path.join(real, "numa_node"), "%d\n" % numa_node)
+    link = os.path.join(root, "sys/bus/pci/devices", address)
+    os.makedirs(os.path.dirname(link), exist_ok=True)
+    if not os.path.islink(link):
+        os.symlink(real, link)
+    return real
+
+
+def _switch(index):
+    """The root port and the PCIe switch's upstream port of slot ``index``."""
+    return ["0000:00:%02x.0" % (index + 1), "0000:%02x:00.0" % (0xA0 + index)]
+
+
+def topology_node(root, nic_numa=None, switches=True, nics=IB_DEVICES, **ib_args):
+    """8 GPUs and the RDMA devices ``nics`` placed on PCI: with ``switches`` GPU i and NIC i share
+    a PCIe switch, else every function hangs off its own root port (as in a VM); ``nic_numa``
+    gives NIC i's NUMA node (default: the GPU's, i // 4)."""
+    for index, address in enumerate(MI300X_ADDRESSES):
+        place_pci_function(root, address, _switch(index) if switches else ["0000:00:%02x.0" % (index + 1)], index // 4)
+    amd_gpu_node(root)
+    for index, device in enumerate(nics):
+        add_ib_device(root, device, **ib_args)
+        numa = nic_numa(index) if nic_numa else index // 4
+        bridges = _switch(index) if switches else ["0000:00:%02x.0" % (0x40 + index)]
+        real = place_pci_function(root, NIC_ADDRESSES[index], bridges, numa)
+        os.symlink(real, os.path.join(root, "sys/class/infiniband", device, "device"))
+    return root
+
+
+def add_roce_gids(root, device, ipv4, netdev, mtu=9000, port=1, v2=True):
+    """RoCE GIDs as the kernel lists them: link-local v1 and v2, then the IPv4-mapped v1 and v2
+    (only v1 when ``v2`` is false), each with its type and network device; the netdev's MTU."""
+    base = os.path.join(root, "sys/class/infiniband", device, "ports", str(port))
+    high, low = [int(part) for part in ipv4.split(".")[:2]], [int(part) for part in ipv4.split(".")[2:]]
+    mapped = "0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x" % tuple(high + low)
+    gids = [("fe80:0000:0000:0000:0e42:a1ff:fe97:0001", "IB/RoCE v1"), ("fe80:0000:0000:0000:0e42:a1ff:fe97:0001", "RoCE v2"),
+            (mapped, "IB/RoCE v1")] + ([(mapped, "RoCE v2")] if v2 else [])
+    for index, (gid, kind) in enumerate(gids):
+        write(os.path.join(base, "gids", str(index)), gid + "\n")
+        write(os.path.join(base, "gid_attrs/types", str(index)), kind + "\n")
+        write(os.path.join(base, "gid_attrs/ndevs", str(index)), netdev + "\n")
+    write(os.path.join(root, "sys/class/net", netdev, "mtu"), "%d\n" % mtu)

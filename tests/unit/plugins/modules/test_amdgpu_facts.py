@@ -55,6 +55,9 @@ def test_collect_describes_each_gpu(tmp_path):
     first = facts["gpus"][0]
     assert first == {
         "pci_address": "0000:0c:00.0",
+        # No numa_node file in this tree; no bridges above a function written in place.
+        "numa_node": None,
+        "pci_path": ["0000:0c:00.0"],
         "vendor_id": "0x1002",
         "device_id": "0x74b5",
         "model": "MI300X",

@@ -73,8 +73,12 @@ def test_collect_describes_each_port(tmp_path):
         "rate_gbps": 400,
         "link_layer": "InfiniBand",
         "gid0": "fe80:0000:0000:0000:" + guid,
-        "gids": [{"index": 0, "gid": "fe80:0000:0000:0000:" + guid}],
+        "gids": [{"index": 0, "gid": "fe80:0000:0000:0000:" + guid, "type": None, "ndev": None, "ipv4": None}],
+        "netdev": None,
+        "mtu": None,
     }]
+    # No device link in this tree: where it sits on PCI is unknown.
+    assert (device["pci_address"], device["numa_node"], device["pci_path"]) == (None, None, [])
 
 
 @pytest.mark.parametrize("check_mode", [False, True])
