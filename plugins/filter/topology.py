@@ -91,29 +91,33 @@ def _network(cluster_cidr):
         raise AnsibleFilterError("cluster_cidr %r is not a network: %s" % (cluster_cidr, exc))
 
 
+def _routable_v2_gid(port, network):
+    """Index of the port's first RoCE v2 GID whose IPv4 address lies in network, or None."""
+    for gid in port.get("gids") or []:
+        if gid.get("type") == "RoCE v2" and gid.get("ipv4") and ipaddress.ip_address(gid["ipv4"]) in network:
+            return gid["index"]
+    return None
+
+
 def roce_gid_index(rdma, nic, cluster_cidr, port=1):
     """Index of the first RoCE v2 GID of NIC's port whose IPv4 address lies in cluster_cidr, or None."""
-    device = _device(rdma, nic) or {}
     network = _network(cluster_cidr)
-    for each in device.get("ports") or []:
-        if each["port"] != port:
-            continue
-        for gid in each.get("gids") or []:
-            if gid.get("type") == "RoCE v2" and gid.get("ipv4") and ipaddress.ip_address(gid["ipv4"]) in network:
-                return gid["index"]
+    for each in (_device(rdma, nic) or {}).get("ports") or []:
+        if each["port"] == port:
+            return _routable_v2_gid(each, network)
     return None
 
 
 def _port_problems(host, gpus, device, cluster_cidr):
     found = []
+    network = _network(cluster_cidr) if cluster_cidr else None
     for port in device.get("ports") or []:
         where = "%s: NIC %s port %d (GPU %s)" % (host, device["name"], port["port"], gpus)
         if port.get("state") != "ACTIVE":
             found.append("%s is %s (physical state %s), not ACTIVE: KV transfers through it fail. Bring the "
                          "link up (ibstat %s) or pair the GPU with another NIC."
                          % (where, port.get("state") or "unknown", port.get("phys_state") or "unknown", device["name"]))
-        if port.get("link_layer") == "Ethernet" and cluster_cidr \
-                and roce_gid_index({"devices": [device]}, device["name"], cluster_cidr, port["port"]) is None:
+        if port.get("link_layer") == "Ethernet" and network is not None and _routable_v2_gid(port, network) is None:
             found.append("%s is RoCE without a RoCE v2 GID in %s (GIDs: %s): Mooncake would pick a link-local GID "
                          "and cross-node transfers fail. Give its network device %s an address in %s."
                          % (where, cluster_cidr,
