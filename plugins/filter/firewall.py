@@ -42,6 +42,20 @@ def _by_family(networks):
     }
 
 
+def fabric_check_ports(host, groups, one):
+    """The ib_write_bw servers' ports of playbooks/fabric_check.yml on a decode HOST, as an nft range.
+
+    Test N of a run listens on sglang_pd_fabric_port + N; a run has at most one test per NIC
+    pair, so at most prefill hosts x decode hosts x GPUs per host. Empty unless
+    sglang_pd_fabric_check is report or required.
+    """
+    if (one.get("sglang_pd_fabric_check") or "skip") == "skip" or host not in (groups.get("sglang_decode") or []):
+        return []
+    first = int(one.get("sglang_pd_fabric_port") or 18515)
+    tests = len(groups.get("sglang_prefill") or []) * len(groups.get("sglang_decode") or []) * int(one.get("sglang_pd_gpus_per_host") or 8)
+    return ["%d-%d" % (first, min(first + max(tests, 1) - 1, 65535))]
+
+
 def pd_firewall(host, groups, hostvars, router_defaults=None):
     """The firewall of HOST: ``{cluster: {v4, v6, ports}, clients: {v4, v6, ports}}``.
 
@@ -75,7 +89,7 @@ def pd_firewall(host, groups, hostvars, router_defaults=None):
     cluster = _by_family(_networks(one.get("sglang_pd_cluster_cidr"), "sglang_pd_cluster_cidr"))
     clients = _by_family(_networks(one.get("sglang_pd_client_cidrs"), "sglang_pd_client_cidrs"))
     return {
-        "cluster": dict(cluster, ports=sorted(cluster_ports)),
+        "cluster": dict(cluster, ports=sorted(cluster_ports), port_ranges=fabric_check_ports(host, groups, one)),
         "clients": dict(clients, ports=sorted(client_ports - cluster_ports)),
     }
 

@@ -347,6 +347,80 @@ def ib_device_arg(value):
     return str(value)
 
 
+def worker_gpu_keys(worker, role_vars):
+    """(key, physical GPU) of each GPU a worker uses, keyed as its per-GPU IB map counts them.
+
+    With ``visible_devices`` isolation a worker given ``gpus`` sees them as 0..n-1; with
+    ``base_gpu_id`` (or without ``gpus``) the keys are the node's GPU ordinals.
+    """
+    gpus = worker.get("gpus")
+    if not gpus:
+        return [(gpu, gpu) for gpu in range(worker.get("gpus_per_host") or DEFAULT_GPUS_PER_HOST)]
+    if _value(role_vars, "sglang_worker_gpu_isolation", "visible_devices") == "base_gpu_id":
+        return [(gpu, gpu) for gpu in gpus]
+    return list(enumerate(gpus))
+
+
+def auto_ib_device_map(worker, role_vars):
+    """``sglang_worker_ib_device: auto``: GPU key -> its nearest NIC, from the node's pairing.
+
+    The pairing is ``sglang_worker_fabric.pairs`` (gpu_nic_affinity over the node's sysfs,
+    read by the role's tasks/fabric.yml). None when it is not known (the render without
+    node facts) or the node has no RDMA device: SGLang's Mooncake then picks the devices.
+    """
+    pairs = (role_vars.get("sglang_worker_fabric") or {}).get("pairs") or []
+    nic_of = dict((pair["gpu"], pair["nic"]) for pair in pairs)
+    mapped = dict((key, nic_of[gpu]) for key, gpu in worker_gpu_keys(worker, role_vars) if gpu in nic_of)
+    return mapped or None
+
+
+def worker_ib_device(worker, role_vars):
+    """The ``--disaggregation-ib-device`` setting of one worker and the variable it comes from.
+
+    A worker's own ``ib_device`` wins over ``sglang_worker_ib_device``; ``auto`` is resolved
+    to the per-GPU map of the node's GPU-NIC pairing (auto_ib_device_map).
+    """
+    if worker.get("ib_device"):
+        value, origin = worker["ib_device"], "ib_device in sglang_pd_%s_workers" % worker["mode"]
+    else:
+        value, origin = role_vars.get("sglang_worker_ib_device"), "sglang_worker_ib_device"
+    if value == "auto":
+        return auto_ib_device_map(worker, role_vars), origin + ": auto (the node's GPU-NIC pairing)"
+    return value, origin
+
+
+def worker_nics(worker, role_vars):
+    """The RDMA devices a worker's ``--disaggregation-ib-device`` names; None when not known.
+
+    Unknown: unset (Mooncake picks), or a JSON string or file the collection does not read.
+    """
+    value = worker_ib_device(worker, role_vars)[0]
+    if isinstance(value, Mapping):
+        names = []
+        for devices in value.values():
+            names.extend(devices if isinstance(devices, (list, tuple)) else str(devices).split(","))
+    elif isinstance(value, (list, tuple)):
+        names = list(value)
+    elif isinstance(value, str) and value and not value.lstrip().startswith(("{", "/")):
+        names = value.split(",")
+    else:
+        return None
+    return sorted(set(str(name).strip() for name in names))
+
+
+def worker_gid_index(worker, role_vars):
+    """``MC_GID_INDEX`` for a worker: the routable RoCE v2 GID index its NICs share, else None.
+
+    The indexes come from ``sglang_worker_fabric.gid_index`` (NIC -> index, RoCE ports with a
+    RoCE v2 GID in sglang_pd_cluster_cidr); NICs that disagree give None (the fabric check
+    refuses that map).
+    """
+    known = (role_vars.get("sglang_worker_fabric") or {}).get("gid_index") or {}
+    indexes = set(known.get(nic) for nic in worker_nics(worker, role_vars) or [])
+    indexes.discard(None)
+    return indexes.pop() if len(indexes) == 1 else None
+
+
 def _value(role_vars, name, default=None):
     """The variable NAME of ROLE_VARS, DEFAULT when unset or null."""
     value = role_vars.get(name)
@@ -367,9 +441,8 @@ def worker_options(worker, role_vars):
     if options.get("host") in (None, ""):
         options["host"] = worker.get("listen") or worker["address"]
         origins["host"] = "sglang_pd_service_address (sglang_pd_listen_all: true for 0.0.0.0)"
-    ib_source = "ib_device in sglang_pd_%s_workers" % worker["mode"] if worker.get("ib_device") else "sglang_worker_ib_device"
-    options["disaggregation_ib_device"] = ib_device_arg(worker.get("ib_device") or role_vars.get("sglang_worker_ib_device"))
-    origins["disaggregation_ib_device"] = ib_source
+    ib_device, origins["disaggregation_ib_device"] = worker_ib_device(worker, role_vars)
+    options["disaggregation_ib_device"] = ib_device_arg(ib_device)
     sources = (
         ("sglang_worker_cp_options", role_vars.get("sglang_worker_cp_options")),
         ("sglang_worker_options", role_vars.get("sglang_worker_options")),
@@ -491,6 +564,10 @@ def worker_env(worker, role_vars):
     env = dict(HUB_OFFLINE_ENV) if _value(role_vars, "sglang_worker_hub_offline", True) else {}
     for name in WORKER_ENV_VARS:
         env.update(role_vars.get(name) or {})
+    gid_index = worker_gid_index(worker, role_vars)
+    if gid_index is not None and "MC_GID_INDEX" not in env and "MC_GID_INDEX" not in (worker.get("env") or {}):
+        # Mooncake (config.cpp) reads the GID index from MC_GID_INDEX; unset, it may take a link-local GID.
+        env["MC_GID_INDEX"] = gid_index
     env.update(worker.get("env") or {})
     isolation = _value(role_vars, "sglang_worker_gpu_isolation", "visible_devices")
     if worker.get("gpus") and isolation == "visible_devices":

@@ -792,7 +792,7 @@ def pd_check_ib_devices(model):
         role_vars = model["hosts"][host]["role_vars"]["sglang_worker"]
         value = worker.get("ib_device") or role_vars.get("sglang_worker_ib_device")
         variable = f"ib_device in sglang_pd_{mode}_workers" if worker.get("ib_device") else "sglang_worker_ib_device"
-        if value in (None, "", [], {}) or value == UNRESOLVED:
+        if value in (None, "", [], {}, "auto") or value == UNRESOLVED:
             continue
         fix = ('write a list of device names such as [mlx5_ib0, mlx5_ib1], or a map of GPU id to devices such as '
                '{0: [mlx5_ib0], 1: [mlx5_ib1]}')

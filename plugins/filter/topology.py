@@ -25,6 +25,7 @@ import ipaddress
 from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.mindverse.sglang_pd.plugins.filter.pd import WORKER_ENV_VARS, worker_gpu_keys, worker_ib_device, worker_nics
 
 NEARNESS = ("pcie_switch", "numa", "none")
 
@@ -164,6 +165,92 @@ def fabric_mtu_problems(rdma_by_host):
             "MTU on every RoCE network device." % listed]
 
 
+def roce_gid_indexes(rdma, cluster_cidr):
+    """NIC -> index of its port 1's routable RoCE v2 GID, for each RoCE device that has one."""
+    if not cluster_cidr:
+        return {}
+    network = _network(cluster_cidr)
+    indexes = {}
+    for device in rdma.get("devices") or []:
+        for port in device.get("ports") or []:
+            if port["port"] == 1 and port.get("link_layer") == "Ethernet":
+                index = _routable_v2_gid(port, network)
+                if index is not None:
+                    indexes[device["name"]] = index
+    return indexes
+
+
+def _map_pairs(fabric, worker, role_vars, mapping):
+    """The GPU-NIC pairs an explicit per-GPU map sets, in gpu_nic_affinity's form."""
+    gpus = (fabric.get("amdgpu") or {}).get("gpus") or []
+    physical = dict(worker_gpu_keys(worker, role_vars))
+    pairs = []
+    for key, devices in mapping.items():
+        gpu = physical.get(int(key)) if str(key).isdigit() else None
+        for nic in devices if isinstance(devices, (list, tuple)) else str(devices).split(","):
+            nic = str(nic).strip()
+            facts = gpus[gpu] if gpu is not None and gpu < len(gpus) else None
+            device = _device(fabric.get("rdma") or {}, nic) or {}
+            pairs.append({
+                "gpu": gpu if gpu is not None else key,
+                "gpu_pci_address": (facts or {}).get("pci_address"),
+                "gpu_numa_node": (facts or {}).get("numa_node"),
+                "nic": nic,
+                "nic_pci_address": device.get("pci_address"),
+                "nic_numa_node": device.get("numa_node"),
+                # A GPU the node's sysfs does not show cannot be placed: no NUMA verdict.
+                "via": nearness(facts, device) if facts and device else "unknown",
+            })
+    return pairs
+
+
+def fabric_worker_problems(fabric, host, workers, role_vars, cluster_cidr=None, allow_cross_numa=False, require_rdma=False):
+    """What would break the KV transfers of one host's workers, on the node's fabric facts.
+
+    ``fabric`` is the host's ``sglang_pd_fabric`` (tasks/fabric.yml: amdgpu, rdma, pairs,
+    gid_index), ``workers`` its workers (pd_workers), ``role_vars`` its sglang_worker_*
+    variables. Checks each GPU-NIC pair a worker's ``--disaggregation-ib-device`` sets
+    (``auto`` or a per-GPU map: fabric_problems), the NICs of a plain list (present, ACTIVE,
+    routable RoCE v2 GID), and that a worker's RoCE NICs share one GID index for
+    ``MC_GID_INDEX``. One sentence each, naming host, GPU, NIC and the fix.
+    """
+    rdma = fabric.get("rdma") or {}
+    gid_index = fabric.get("gid_index") or {}
+    pairs, listed, found = [], {}, []
+    for worker in workers:
+        value, variable = worker_ib_device(worker, role_vars)
+        if value is None and variable.endswith("auto (the node's GPU-NIC pairing)") and require_rdma:
+            found.append("%s: %s is auto but the node shows no RDMA device for the GPUs of worker %s (%d RDMA devices, "
+                         "%d GPUs in sysfs): its KV transfers would go over TCP. Check the RDMA stack (ibstat, the rdma role) "
+                         "or set sglang_pd_require_rdma: false."
+                         % (host, variable.split(":")[0], worker["name"], len(rdma.get("devices") or []),
+                            len((fabric.get("amdgpu") or {}).get("gpus") or [])))
+        if isinstance(value, Mapping):
+            pairs.extend(pair for pair in _map_pairs(fabric, worker, role_vars, value) if pair not in pairs)
+        else:
+            for nic in worker_nics(worker, role_vars) or []:
+                listed.setdefault(nic, []).append(worker["name"])
+        env = {}
+        for name in WORKER_ENV_VARS + ("",):
+            env.update((role_vars.get(name) if name else worker.get("env")) or {})
+        indexes = dict((nic, gid_index[nic]) for nic in worker_nics(worker, role_vars) or [] if nic in gid_index)
+        if len(set(indexes.values())) > 1 and env.get("MC_GID_INDEX") is None:
+            found.append("%s: worker %s uses RoCE NICs whose routable RoCE v2 GIDs have different indexes (%s), and Mooncake "
+                         "takes one MC_GID_INDEX for all: give the NICs' network devices their addresses at the same GID "
+                         "index, or set MC_GID_INDEX in the worker's env."
+                         % (host, worker["name"], ", ".join("%s %d" % item for item in sorted(indexes.items()))))
+    found.extend(fabric_problems(pairs, rdma, host, cluster_cidr, allow_cross_numa))
+    for nic, names in sorted(listed.items()):
+        device = _device(rdma, nic)
+        if device is None:
+            found.append("%s: NIC %s (all GPUs of worker %s) is not in the node's RDMA devices (%s). Name a device the node "
+                         "has, or set sglang_worker_ib_device: auto."
+                         % (host, nic, ", ".join(names), ", ".join(d["name"] for d in rdma.get("devices") or []) or "none"))
+        else:
+            found.extend(_port_problems(host, "all of worker %s" % ", ".join(names), device, cluster_cidr))
+    return found
+
+
 class FilterModule:
     """GPU and RDMA device topology filters."""
 
@@ -173,4 +260,6 @@ class FilterModule:
             "fabric_problems": fabric_problems,
             "fabric_mtu_problems": fabric_mtu_problems,
             "roce_gid_index": roce_gid_index,
+            "roce_gid_indexes": roce_gid_indexes,
+            "fabric_worker_problems": fabric_worker_problems,
         }

@@ -212,3 +212,32 @@ def add_roce_gids(root, device, ipv4, netdev, mtu=9000, port=1, v2=True):
         write(os.path.join(base, "gid_attrs/types", str(index)), kind + "\n")
         write(os.path.join(base, "gid_attrs/ndevs", str(index)), netdev + "\n")
     write(os.path.join(root, "sys/class/net", netdev, "mtu"), "%d\n" % mtu)
+
+
+def roce_node(root, ipv4):
+    """An ND MI300X v5 style node with RoCE: topology_node's 8 GPUs and 8 NICs, each NIC's GIDs
+    carrying ``ipv4`` on its network device eth<i> (MTU 9000)."""
+    topology_node(root, link_layer="Ethernet")
+    for index, device in enumerate(IB_DEVICES):
+        add_roce_gids(root, device, ipv4, "eth%d" % index)
+    return root
+
+
+def main(argv):
+    """``python3 sysfs_fixtures.py ROOT IPV4``: write roce_node under ROOT unless it is there.
+
+    The local fleet's nodes run it (tests/fleet/up.yml) so that the fabric facts and
+    sglang_worker_ib_device: auto have a node to read: a fixture, there is no GPU or RDMA here.
+    """
+    root, ipv4 = argv
+    if os.path.isdir(os.path.join(root, "sys")):
+        print("present %s" % root)
+        return
+    roce_node(root, ipv4)
+    print("wrote %s" % root)
+
+
+if __name__ == "__main__":
+    import sys
+
+    main(sys.argv[1:])

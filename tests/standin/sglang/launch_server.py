@@ -7,6 +7,7 @@ SIGINT stop it gracefully: no new connections, in-flight requests finish, exit 0
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -18,6 +19,7 @@ from sglang._standin.args import parse_args
 from sglang._standin.httpd import StandinHTTPServer
 from sglang._standin.pd import BootstrapServer, start_bootstrap
 from sglang._standin.state import ServerState, log
+from sglang._standin.transport import chosen, print_engine_lines
 
 
 def _install_stop_handlers(stop: threading.Event) -> None:
@@ -34,10 +36,18 @@ def _install_stop_handlers(stop: threading.Event) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the stand-in until SIGTERM/SIGINT; return the exit code."""
     args, ignored, options = parse_args(argv)
+    try:
+        chosen(os.environ, args.disaggregation_ib_device)
+    except ValueError as exc:
+        log(f"error: {exc}")
+        return 2
     state = ServerState(args, ignored, options.warmup_secs, options.token_delay_secs, options.waiting_timeout_secs)
     stop = threading.Event()
     _install_stop_handlers(stop)
     bootstrap: BootstrapServer | None = None
+    # Mooncake's transfer engine starts (and logs the transport it chose, see
+    # _standin/transport.py, SGLANG_STANDIN_TRANSPORT) before the server answers.
+    print_engine_lines(state.mode, args.disaggregation_transfer_backend, args.disaggregation_ib_device)
     try:
         # Bootstrap first: once the HTTP port accepts connections, the whole server is up.
         if state.mode == "prefill":

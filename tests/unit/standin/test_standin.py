@@ -282,6 +282,7 @@ def test_prefill_bootstrap_port_answers(start: Callable[..., Standin]) -> None:
 def test_decode_reaches_prefill_bootstrap(start: Callable[..., Standin]) -> None:
     prefill, decode = start("prefill"), start("decode")
     pd_fields = {"bootstrap_host": "127.0.0.1", "bootstrap_port": prefill.bootstrap_port, "bootstrap_room": 42}
+    assert prefill.json("POST", "/v1/chat/completions", dict(CHAT, **pd_fields))[0] == 200  # prefill gets room 42 first
     status, reply = decode.json("POST", "/v1/chat/completions", dict(CHAT, **pd_fields))
     assert status == 200, reply
     assert reply["choices"][0]["message"]["content"].startswith("standin reply from decode:")

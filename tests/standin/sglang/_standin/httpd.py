@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 from sglang import __version__
 from sglang._standin import replies
 from sglang._standin.load import InFlight, load_body
-from sglang._standin.pd import bootstrap_targets, check_bootstrap
+from sglang._standin.pd import bootstrap_requests, bootstrap_rooms, check_bootstrap
 from sglang._standin.replies import RequestError, error_body
 from sglang._standin.state import ServerState, log
 
@@ -271,7 +271,10 @@ class StandinHandler(BaseHTTPRequestHandler):
                 body = json.loads(raw or b"null")
                 if not isinstance(body, dict):
                     raise RequestError("the request body must be a JSON object")
-                if state.mode == "decode":
+                if state.mode == "prefill":
+                    for room in bootstrap_rooms(body):
+                        state.rooms.add(room)
+                elif state.mode == "decode":
                     self._check_prefill(body)
                 served = self._answer(path, body)
         except RequestError as exc:
@@ -284,9 +287,9 @@ class StandinHandler(BaseHTTPRequestHandler):
             state.count_request()
 
     def _check_prefill(self, body: dict[str, Any]) -> None:
-        """Decode: reach every prefill bootstrap server named in the request, or fail with 500."""
-        for host, port in bootstrap_targets(body, self.server.state.args.disaggregation_bootstrap_port):
-            problem = check_bootstrap(host, port, self.server.state.waiting_timeout_secs)
+        """Decode: every prefill bootstrap server named in the request knows its room, or fail with 500."""
+        for host, port, room in bootstrap_requests(body, self.server.state.args.disaggregation_bootstrap_port):
+            problem = check_bootstrap(host, port, self.server.state.waiting_timeout_secs, room)
             if problem:
                 log(f"error: {problem}")
                 raise RequestError(problem, 500)

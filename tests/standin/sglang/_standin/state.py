@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sglang import __version__
+from sglang._standin.pd import PREFILL_ROOMS, RoomRegistry
 
 _LOG_LOCK = threading.Lock()
 
@@ -33,6 +34,8 @@ class ServerState:
     ready_at: float = 0.0
     requests_served: int = 0
     bootstrap_connections: int = 0
+    # Prefill: the bootstrap rooms of the requests received, shared with the bootstrap listener.
+    rooms: RoomRegistry = field(default=PREFILL_ROOMS, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __post_init__(self) -> None:

@@ -34,8 +34,16 @@ def fleet(**overrides):
 def test_a_prefill_host_guards_its_http_and_bootstrap_ports_for_the_cluster():
     groups, hostvars = fleet()
     rules = firewall.pd_firewall("p0", groups, hostvars)
-    assert rules["cluster"] == {"v4": ["10.0.0.0/16"], "v6": [], "ports": [8998, 30100]}
+    assert rules["cluster"] == {"v4": ["10.0.0.0/16"], "v6": [], "ports": [8998, 30100], "port_ranges": []}
     assert rules["clients"] == {"v4": ["10.1.0.0/16"], "v6": ["fd00::/64"], "ports": []}
+
+
+@pytest.mark.parametrize("check, decode_ranges", [("skip", []), ("required", ["18515-18522"]), ("report", ["18515-18522"])])
+def test_decode_hosts_admit_the_fabric_checks_servers_only_when_it_runs(check, decode_ranges):
+    """playbooks/fabric_check.yml: ib_write_bw servers on the decode hosts, one port per test (here 1 x 1 x 8)."""
+    groups, hostvars = fleet(p0={"sglang_pd_fabric_check": check}, d0={"sglang_pd_fabric_check": check})
+    assert firewall.pd_firewall("d0", groups, hostvars, ROUTER_DEFAULTS)["cluster"]["port_ranges"] == decode_ranges
+    assert firewall.pd_firewall("p0", groups, hostvars)["cluster"]["port_ranges"] == []
 
 
 def test_the_router_host_admits_clients_to_the_router_port_only():

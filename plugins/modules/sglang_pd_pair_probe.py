@@ -1,0 +1,204 @@
+#!/usr/bin/python
+# Copyright: (c) 2026, mindverse infrastructure team
+# Apache License 2.0, compatible with the GNU General Public License v3.0+ (see https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: sglang_pd_pair_probe
+short_description: Send one request to a chosen SGLang prefill and decode pair, the way the PD router does
+version_added: 0.1.0
+description:
+  - Sends one chat completion to C(<prefill_url>/v1/chat/completions) and C(<decode_url>/v1/chat/completions)
+    at once, with the same body carrying the same C(bootstrap_host), C(bootstrap_port) and C(bootstrap_room),
+    exactly as sglang-router 0.3.2 does in PD mode; the completion is taken from decode.
+  - Proves that this decode reaches this prefill's bootstrap server and gets the KV cache of the room, which
+    C(/health_generate) of either server does not show.
+  - "Fails, naming the pair as C(prefill <url> (bootstrap <host>:<port>) -> decode <url>) and the room, when
+    decode answers an error (its error text is quoted), when either server gives no answer within O(timeout),
+    when prefill fails, when the completion is empty, and when the latency passes O(max_latency_ms)."
+  - Without O(model) the first model listed by decode's C(GET /v1/models) is used.
+  - The module never reports a change and runs in check mode as well.
+author:
+  - mindverse infrastructure team (@mindverse)
+options:
+  prefill_url:
+    description:
+      - Base URL of the prefill server, for example V(http://10.0.0.11:30100).
+    type: str
+    required: true
+  decode_url:
+    description:
+      - Base URL of the decode server, for example V(http://10.0.0.21:30200).
+    type: str
+    required: true
+  bootstrap_port:
+    description:
+      - The prefill's bootstrap port, as registered with the router (its C(--disaggregation-bootstrap-port)).
+    type: int
+    required: true
+  bootstrap_host:
+    description:
+      - Host sent as C(bootstrap_host). Defaults to the host of O(prefill_url), as the router sends it.
+    type: str
+  room:
+    description:
+      - The C(bootstrap_room) sent to both servers, between 0 and 2**63 - 1. A random one when omitted (as the router draws it).
+    type: int
+  model:
+    description:
+      - Model name sent in the request. When omitted, the first C(id) of decode's C(GET /v1/models) is used.
+    type: str
+  messages:
+    description:
+      - Chat messages, each a dictionary with C(role) and C(content). Defaults to one short user message.
+    type: list
+    elements: dict
+  max_tokens:
+    description:
+      - Maximum number of tokens to generate.
+    type: int
+    default: 8
+  timeout:
+    description:
+      - Seconds each server has to answer (the two requests run at the same time).
+    type: float
+    default: 60
+  max_latency_ms:
+    description:
+      - Fail when both answers together take longer than this many milliseconds. No limit when omitted.
+    type: float
+  api_key:
+    description:
+      - "API key sent to both servers as C(Authorization: Bearer <api_key>) (the workers' C(--api-key))."
+    type: str
+  validate_certs:
+    description:
+      - Verify TLS certificates of HTTPS URLs.
+    type: bool
+    default: true
+attributes:
+  check_mode:
+    description: Runs normally in check mode; a completion changes nothing on the servers.
+    support: full
+  diff_mode:
+    description: Never reports a change, so there is no diff.
+    support: none
+seealso:
+  - module: mindverse.sglang_pd.sglang_chat_probe
+  - module: mindverse.sglang_pd.sglang_router_workers
+"""
+
+EXAMPLES = r"""
+- name: Probe one prefill and decode pair
+  mindverse.sglang_pd.sglang_pd_pair_probe:
+    prefill_url: http://10.0.0.11:30100
+    bootstrap_port: 8998
+    decode_url: http://10.0.0.21:30200
+    api_key: "{{ sglang_worker_api_key }}"
+    max_latency_ms: 30000
+  register: pair
+
+- name: Show the pair's latency
+  ansible.builtin.debug:
+    msg: "{{ pair.pair }}: room {{ pair.room }} in {{ pair.latency_ms }} ms"
+"""
+
+RETURN = r"""
+pair:
+  description: The pair, as every message names it.
+  returned: always
+  type: str
+  sample: prefill http://10.0.0.11:30100 (bootstrap 10.0.0.11:8998) -> decode http://10.0.0.21:30200
+room:
+  description: The C(bootstrap_room) sent to both servers.
+  returned: always
+  type: int
+  sample: 5093348221794519000
+prefill_url:
+  description: Base URL of the prefill server.
+  returned: always
+  type: str
+  sample: http://10.0.0.11:30100
+decode_url:
+  description: Base URL of the decode server.
+  returned: always
+  type: str
+  sample: http://10.0.0.21:30200
+bootstrap_host:
+  description: The C(bootstrap_host) sent.
+  returned: always
+  type: str
+  sample: 10.0.0.11
+bootstrap_port:
+  description: The C(bootstrap_port) sent.
+  returned: always
+  type: int
+  sample: 8998
+model:
+  description: The model named in the request.
+  returned: always
+  type: str
+  sample: glm-5.2-fp8
+latency_ms:
+  description: Milliseconds from sending both requests until both answered.
+  returned: when both requests were sent
+  type: float
+  sample: 412.7
+decode_status:
+  description: HTTP status of decode's answer.
+  returned: when decode answered
+  type: int
+  sample: 200
+prefill_status:
+  description: HTTP status of prefill's answer (null when it gave none).
+  returned: when both requests were sent
+  type: int
+  sample: 200
+content:
+  description: The completion text decode generated.
+  returned: when decode answered with a completion
+  type: str
+  sample: Hello there.
+usage:
+  description: The C(usage) object of decode's answer.
+  returned: when decode answered with a completion
+  type: dict
+  sample: {"prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 15}
+finish_reason:
+  description: The C(finish_reason) of decode's first choice.
+  returned: when decode answered with a completion
+  type: str
+  sample: stop
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.mindverse.sglang_pd.plugins.module_utils._pair_probe import run_pair_probe_module
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            prefill_url=dict(type='str', required=True),
+            decode_url=dict(type='str', required=True),
+            bootstrap_port=dict(type='int', required=True),
+            bootstrap_host=dict(type='str'),
+            room=dict(type='int'),
+            model=dict(type='str'),
+            messages=dict(type='list', elements='dict'),
+            max_tokens=dict(type='int', default=8, no_log=False),
+            timeout=dict(type='float', default=60),
+            max_latency_ms=dict(type='float'),
+            api_key=dict(type='str', no_log=True),
+            validate_certs=dict(type='bool', default=True),
+        ),
+        supports_check_mode=True,
+    )
+    run_pair_probe_module(module)
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,130 @@
+"""The stand-in prints the lines Mooncake's transfer engine logs for the transport it chose.
+
+The lines are checked against the collection's own reader (plugins/filter/transport.py),
+so the stand-in and the worker role's transport check agree on every setting.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from ansible_collections.mindverse.sglang_pd.plugins.filter.transport import mooncake_transport
+from test_standin import STANDIN_DIR, command, free_port, standin_env
+
+pytestmark = pytest.mark.skipif(sys.version_info < (3, 10), reason="the stand-in needs Python 3.10 or later")
+
+
+def _load() -> ModuleType:
+    # By path: putting tests/standin on sys.path would make every later ``import sglang`` the stand-in.
+    spec = importlib.util.spec_from_file_location("standin_transport", STANDIN_DIR / "sglang" / "_standin" / "transport.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+transport = _load()
+
+
+@pytest.mark.parametrize("value, devices", [
+    (None, []),
+    ("", []),
+    ("mlx5_0", ["mlx5_0"]),
+    ("mlx5_0, mlx5_1,", ["mlx5_0", "mlx5_1"]),
+    ('{"0": "mlx5_0,mlx5_1", "1": "mlx5_2", "2": "mlx5_0"}', ["mlx5_0", "mlx5_1", "mlx5_2"]),
+])
+def test_the_devices_of_disaggregation_ib_device(value, devices):
+    assert transport.ib_devices(value) == devices
+
+
+def test_a_json_file_of_devices_is_read(tmp_path: Path):
+    path = tmp_path / "ib.json"
+    path.write_text(json.dumps({"0": "mlx5_ib0", "1": "mlx5_ib1"}), encoding="utf-8")
+    assert transport.ib_devices(str(path)) == ["mlx5_ib0", "mlx5_ib1"]
+
+
+@pytest.mark.parametrize("environ, ib_device, messages, found", [
+    ({}, "mlx5_0,mlx5_1", ["Topology discovery complete. Found 2 HCAs.", "installTransport, type=rdma"], "rdma"),
+    ({}, None, ["Topology discovery complete. Found 0 HCAs."], "tcp"),
+    ({"MC_FORCE_TCP": "1"}, "mlx5_0", ["MC_FORCE_TCP is set, using TCP transport only"], "tcp"),
+    # Mooncake tests getenv() != nullptr: an empty value forces TCP too.
+    ({"MC_FORCE_TCP": ""}, "mlx5_0", ["MC_FORCE_TCP is set, using TCP transport only"], "tcp"),
+    ({"MC_FORCE_TCP": "1", "SGLANG_STANDIN_TRANSPORT": "rdma"}, "mlx5_0", ["MC_FORCE_TCP is set, using TCP transport only"], "tcp"),
+    ({"SGLANG_STANDIN_TRANSPORT": "tcp"}, "mlx5_0", ["Topology discovery complete. Found 0 HCAs."], "tcp"),
+    ({"SGLANG_STANDIN_TRANSPORT": "rdma"}, None, ["Topology discovery complete. Found 1 HCAs.", "installTransport, type=rdma"], "rdma"),
+    ({"SGLANG_STANDIN_TRANSPORT": "hip_ipc"}, "mlx5_0",
+     ["Topology discovery complete. Found 0 HCAs.", "HIP transport installed for intra-node GPU P2P"], "hip_ipc"),
+], ids=["rdma-by-devices", "tcp-without-devices", "forced-tcp", "forced-tcp-empty", "forced-tcp-wins", "tcp-setting", "rdma-setting",
+        "hip-ipc-setting"])
+def test_the_lines_for_each_setting_and_what_the_role_reads_in_them(environ, ib_device, messages, found):
+    for mode in ("prefill", "decode"):
+        assert transport.engine_lines(mode, "mooncake", ib_device, environ) == messages
+    stream = io.StringIO()
+    printed = transport.print_engine_lines("decode", "mooncake", ib_device, environ, stream)
+    assert stream.getvalue() == "".join(line + "\n" for line in printed)
+    assert all(" transfer_engine_impl.cpp] " in line and line.startswith("I") for line in printed)
+    assert mooncake_transport(stream.getvalue())["transport"] == found
+
+
+@pytest.mark.parametrize("mode, backend", [("null", "mooncake"), ("prefill", "nixl"), ("decode", "fake"), ("decode", "mooncake_tcp")])
+def test_only_a_mooncake_pd_worker_prints_them(mode, backend):
+    assert not transport.engine_lines(mode, backend, "mlx5_0", {"MC_FORCE_TCP": "1"})
+
+
+def test_an_unknown_setting_is_refused():
+    with pytest.raises(ValueError, match="SGLANG_STANDIN_TRANSPORT must be one of rdma, tcp, hip_ipc, got 'ucx'"):
+        transport.chosen({"SGLANG_STANDIN_TRANSPORT": "ucx"}, "mlx5_0")
+
+
+def test_glog_shape():
+    line = transport.glog("installTransport, type=rdma", now=0.25, pid=4242)
+    assert line.endswith(".250000   4242 transfer_engine_impl.cpp] installTransport, type=rdma")
+
+
+def _run(tmp_path: Path, mode: str, env: dict[str, str], *extra: str) -> str:
+    """Start the stand-in, wait until it listens, stop it; return what it printed."""
+    port = free_port()
+    log_path = tmp_path / f"{mode}.log"
+    with log_path.open("wb") as out:
+        proc = subprocess.Popen(command(mode, port, free_port(), *extra), stdout=out, stderr=subprocess.STDOUT,
+                                env={**standin_env(), **env})
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+        proc.wait(10)
+    return log_path.read_text(encoding="utf-8")
+
+
+def test_the_server_prints_them_at_start(tmp_path: Path):
+    # The roles' flags carry --disaggregation-ib-device mlx5_0,mlx5_1: RDMA unless told otherwise.
+    rdma = _run(tmp_path, "prefill", {})
+    assert "Topology discovery complete. Found 2 HCAs." in rdma and mooncake_transport(rdma)["transport"] == "rdma"
+    assert rdma.index("installTransport, type=rdma") < rdma.index("SGLang stand-in")
+    forced = _run(tmp_path, "decode", {"MC_FORCE_TCP": "1"})
+    assert mooncake_transport(forced)["line"].endswith("transfer_engine_impl.cpp] MC_FORCE_TCP is set, using TCP transport only")
+    assert mooncake_transport(_run(tmp_path, "null", {"MC_FORCE_TCP": "1"}))["transport"] == "unknown"
+
+
+def test_the_server_refuses_an_unknown_setting(tmp_path: Path):
+    proc = subprocess.run(command("decode", free_port(), free_port()), capture_output=True, text=True, timeout=30,
+                          env={**standin_env(), "SGLANG_STANDIN_TRANSPORT": "ucx"}, check=False)
+    assert proc.returncode == 2
+    assert "SGLANG_STANDIN_TRANSPORT must be one of rdma, tcp, hip_ipc, got 'ucx'" in proc.stdout
