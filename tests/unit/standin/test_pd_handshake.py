@@ -94,7 +94,7 @@ def test_a_port_that_is_not_a_bootstrap_listener_fails_at_once() -> None:
         other.listen(1)
 
         def _answer() -> None:
-            conn, _ = other.accept()
+            conn, _address = other.accept()
             with conn:
                 conn.recv(64)
                 conn.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
@@ -173,7 +173,7 @@ def dispatch(prefill: Standin, decode: Standin, body: dict[str, Any]) -> tuple[t
 def test_the_router_flow_serves_from_decode(start: Callable[..., Standin]) -> None:
     prefill, decode = start("prefill"), start("decode")
     body = dict(CHAT, bootstrap_host="127.0.0.1", bootstrap_port=prefill.bootstrap_port, bootstrap_room=2**63 - 1)
-    (prefill_status, _), (status, reply) = dispatch(prefill, decode, body)
+    (prefill_status, _prefill_reply), (status, reply) = dispatch(prefill, decode, body)
     assert (prefill_status, status) == (200, 200), reply
     assert reply["choices"][0]["message"]["content"].startswith("standin reply from decode:")
     assert prefill.json("GET", "/get_server_info")[1]["standin_bootstrap_connections"] == 1
@@ -195,7 +195,7 @@ def test_the_prefill_http_port_as_bootstrap_port_fails_at_once(start: Callable[.
     prefill, decode = start("prefill"), start("decode")
     body = dict(CHAT, bootstrap_host="127.0.0.1", bootstrap_port=prefill.port, bootstrap_room=13)
     began = time.monotonic()
-    (_, _), (status, error) = dispatch(prefill, decode, body)
+    _prefill_answer, (status, error) = dispatch(prefill, decode, body)
     assert status == 500
     assert f"no prefill bootstrap server at 127.0.0.1:{prefill.port}" in error["message"]
     assert "bootstrap_room 13" in error["message"]

@@ -116,7 +116,7 @@ class _BootstrapHandler(socketserver.BaseRequestHandler):
 
     def _answer(self, line: str) -> str:
         """The answer line to ``ROOM <room>``."""
-        word, _, value = line.partition(" ")
+        word, _space, value = line.partition(" ")
         if word != "ROOM" or not value.strip().isdigit():
             return f"{_REFUSED} unknown question {line[:60]!r}: send ROOM <bootstrap_room>\n"
         room = int(value)

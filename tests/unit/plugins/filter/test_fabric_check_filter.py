@@ -52,7 +52,7 @@ def test_the_whole_result_line_is_kept():
     ("", REFUSED_STDERR, "no result header (#bytes #iterations BW peak BW average MsgRate) in the output: "
                          "Couldn't connect to 10.0.0.11:18515"),
     (SERVER, "", "a result header but no result line in the output: #bytes"),
-    (GBITS.split(" 1048576")[0], " Failed to complete run_iter_bw function successfully\n",
+    (GBITS.split(" 1048576", maxsplit=1)[0], " Failed to complete run_iter_bw function successfully\n",
      "a result header but no result line in the output: Failed to complete run_iter_bw function successfully"),
 ])
 def test_output_without_a_result_is_a_failure_saying_why(stdout, stderr, why):
@@ -156,7 +156,7 @@ def test_the_report_judges_each_pair_and_names_the_failing_ones(tmp_path):
     plan = fc.fabric_check_plan(["p0"], ["d0"], hostvars, SETTINGS)
     ok, slow, refused, hung = plan
     clients = [client_result(ok, GBITS), client_result(slow, GBITS.replace("391.27", "212.50")),
-               client_result(refused, "", rc=1, stderr=REFUSED_STDERR), client_result(hung, GBITS.split(" 1048576")[0], rc=124)]
+               client_result(refused, "", rc=1, stderr=REFUSED_STDERR), client_result(hung, GBITS.split(" 1048576", maxsplit=1)[0], rc=124)]
     hostvars["p0"]["__sglang_pd_fabric_results"] = fc.fabric_check_records(clients, "client")
     hostvars["d0"]["__sglang_pd_fabric_results"] = fc.fabric_check_records([client_result(ok, SERVER)], "server")
     hostvars["d0"]["__sglang_pd_fabric_listening"] = [ok["id"], slow["id"], refused["id"], hung["id"]]
