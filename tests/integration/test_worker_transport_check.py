@@ -56,10 +56,10 @@ def standin_worker(tmp_path):
     logs = tmp_path / 'logs'
     logs.mkdir()
 
-    def _start(env):
+    def _start(env, backend='mooncake'):
         port = _free_port()
         argv = [sys.executable, '-m', 'sglang.launch_server', '--disaggregation-mode', 'decode', '--host', '127.0.0.1',
-                '--port', str(port), '--model-path', '/models/glm', '--disaggregation-transfer-backend', 'mooncake',
+                '--port', str(port), '--model-path', '/models/glm', '--disaggregation-transfer-backend', backend,
                 '--disaggregation-ib-device', 'mlx5_ib0,mlx5_ib1']
         environ = {key: value for key, value in os.environ.items() if key not in ('MC_FORCE_TCP', 'SGLANG_STANDIN_TRANSPORT')}
         environ.update(PYTHONPATH=str(STANDIN_DIR), SGLANG_STANDIN_WARMUP_SECS='0', **env)
@@ -81,7 +81,7 @@ def standin_worker(tmp_path):
         proc.wait(10)
 
 
-def _run_gate(tmp_path, url, logs, require_rdma):
+def _run_gate(tmp_path, url, logs, require_rdma, changed=()):
     """Run the worker role's health.yml for one worker; return (runner, stdout)."""
     shim_dir = tmp_path / 'bin'
     shim_dir.mkdir()
@@ -104,7 +104,7 @@ def _run_gate(tmp_path, url, logs, require_rdma):
         inventory='localhost ansible_connection=local ansible_python_interpreter=' + sys.executable,
         extravars={'__sglang_worker_here': [worker], 'sglang_worker_health_timeout': 30,
                    '__sglang_worker_launch': {'secret': {}, 'options': {'disaggregation_transfer_backend': 'mooncake'}},
-                   'sglang_pd_require_rdma': require_rdma},
+                   'sglang_pd_require_rdma': require_rdma, 'sglang_service_changed_names': list(changed)},
         envvars={'ANSIBLE_CONFIG': str(REPO / 'ansible.cfg'),
                  'ANSIBLE_COLLECTIONS_PATH': str(REPO / '.cache' / 'collections'),
                  'ANSIBLE_NOCOLOR': 'true',
@@ -159,3 +159,16 @@ def test_without_the_requirement_tcp_is_only_reported(tmp_path, standin_worker):
     assert len(reports) == 1 and len(reports[0]) == 1, stdout
     assert reports[0][0].startswith(f'localhost: worker {NAME}: Mooncake transport tcp (log line "I'), reports
     assert reports[0][0].endswith(f'{FORCED_TCP}")')
+
+
+@pytest.mark.parametrize('changed, fails', [((), False), ((NAME,), True)])
+def test_a_log_without_a_transport_line_fails_a_worker_started_in_this_run_only(tmp_path, standin_worker, changed, fails):
+    """A worker running since an earlier run may have had its start-up lines rotated out of its log."""
+    url, logs = standin_worker({}, backend='nixl')
+    runner, stdout = _run_gate(tmp_path, url, logs, require_rdma=True, changed=changed)
+    assert (runner.rc != 0) is fails, stdout
+    reports = _messages(runner, 'runner_on_ok', REPORT_TASK)
+    assert reports == [[f'localhost: worker {NAME}: Mooncake transport unknown (no transport line in its log)']], stdout
+    if fails:
+        [message] = _messages(runner, 'runner_on_failed', GATE_TASK)
+        assert f'localhost: worker {NAME}: transport unknown' in message, message
