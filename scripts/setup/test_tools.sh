@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Tools the tests run on the controller: the headless browser the status page is loaded in
+# (Debian's chromium-headless-shell), and promtool (Debian's prometheus) that checks the
+# monitoring role's rendered configuration and rules.
+source "$(dirname "$0")/lib.sh"
+if ! command -v chromium-headless-shell >/dev/null; then
+  log "installing chromium-headless-shell"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium-headless-shell >/dev/null
+fi
+log "headless browser: $(chromium-headless-shell --version 2>/dev/null | head -n1)"
+if ! command -v promtool >/dev/null; then
+  log "installing prometheus (promtool)"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+fi
+log "promtool: $(promtool --version 2>&1 | head -n1)"
