@@ -80,6 +80,8 @@ class CallbackModule(CallbackBase):
         if not play.serial:
             self._finish_rolling()
             return
+        if not batch:  # a batched play with no host in this run (outside --limit): nothing to say
+            return
         total = len(inventory.get_hosts(play.hosts, ignore_restrictions=True))
         if self._rolling is None or self._rolling["name"] != name:
             self._finish_rolling()

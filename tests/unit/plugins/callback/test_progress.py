@@ -62,6 +62,16 @@ def test_a_play_without_batches_prints_nothing_and_ends_the_rolling_one():
     assert len(lines) == 2
 
 
+def test_a_batched_play_with_no_host_in_this_run_prints_nothing():
+    """scale_out.yml -l NEW: the Docker daemon roll matches no host of the limit."""
+    inventory = Inventory()
+    inventory.batch = []
+    module, lines = callback([0, 0])
+    module.v2_playbook_on_play_start(play(inventory, name="Restart the Docker daemon under workers in batches"))
+    module.v2_playbook_on_stats(None)
+    assert lines == []
+
+
 def test_a_tagged_task_says_each_host_done():
     module, lines = callback([0, 10, 20, 30, 40])
     module.v2_playbook_on_play_start(play(Inventory(), name="Stage the image", serial=()))
