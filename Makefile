@@ -57,5 +57,7 @@ molecule-%:  # one scenario: make molecule-hosts
 bench: setup  # results are appended to docs/benchmarks.md
 	python bench/bench_image_artifacts.py --repeat 5 --append docs/benchmarks.md
 	python bench/bench_scale_out.py --runs 2 --append docs/benchmarks.md
+	python bench/bench_model_verify.py --append docs/benchmarks.md
+	python bench/bench_model_stage.py --append docs/benchmarks.md
 
 clean: demo-down

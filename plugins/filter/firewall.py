@@ -4,7 +4,8 @@
 
 The sglang_firewall role writes it as one nftables table of its own (``inet sglang_pd``):
 the ports of this host's workers (HTTP, bootstrap, dist-init) and its router's metrics
-port only from ``sglang_pd_cluster_cidr``; its router port only from ``sglang_pd_client_cidrs``.
+port only from ``sglang_pd_cluster_cidr``, and the model seed's port where weights are staged
+(``sglang_pd_model_stage``); its router port only from ``sglang_pd_client_cidrs``.
 Every other port, SSH included, is left to the operator's own rules.
 """
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import ipaddress
 
 from ansible.errors import AnsibleFilterError
+from ansible.module_utils.parsing.convert_bool import boolean
 
 from ansible_collections.mindverse.sglang_pd.plugins.filter.pd import (
     MODES,
@@ -56,14 +58,26 @@ def fabric_check_ports(host, groups, one):
     return ["%d-%d" % (first, min(first + max(tests, 1) - 1, 65535))]
 
 
-def pd_firewall(host, groups, hostvars, router_defaults=None):
+def model_seed_ports(host, groups, one, model_defaults=None):
+    """The model seed's port on a worker HOST that stages weights (role sglang_model), else none.
+
+    Peers copy the weights from its read-only rsync daemon; MODEL_DEFAULTS are the role's
+    defaults (its port, when the host does not set sglang_model_seed_port).
+    """
+    workers = set(groups.get("sglang_prefill") or []) | set(groups.get("sglang_decode") or [])
+    if host not in workers or not boolean(one.get("sglang_pd_model_stage") or False, strict=False):
+        return []
+    return [int(one.get("sglang_model_seed_port", (model_defaults or {}).get("sglang_model_seed_port", 8730)))]
+
+
+def pd_firewall(host, groups, hostvars, router_defaults=None, model_defaults=None):
     """The firewall of HOST: ``{cluster: {v4, v6, ports}, clients: {v4, v6, ports}}``.
 
     ROUTER_DEFAULTS are the sglang_router role's defaults (its metrics port, when the host does
-    not set sglang_router_prometheus_port).
+    not set sglang_router_prometheus_port); MODEL_DEFAULTS the sglang_model role's (its seed port).
 
-    ``cluster.ports``: the HTTP, bootstrap and dist-init ports of the workers on HOST and the
-    metrics port of its router; ``clients.ports``: its router port. Raises when a network is
+    ``cluster.ports``: the HTTP, bootstrap and dist-init ports of the workers on HOST, the
+    metrics port of its router and the model seed's port; ``clients.ports``: its router port. Raises when a network is
     invalid or missing, or when a port to guard is the host's SSH port.
     """
     one = hostvars[host]
@@ -83,6 +97,7 @@ def pd_firewall(host, groups, hostvars, router_defaults=None):
         metrics = one.get("sglang_router_prometheus_port", (router_defaults or {}).get("sglang_router_prometheus_port"))
         if metrics not in (None, ""):
             cluster_ports.add(int(metrics))
+    cluster_ports.update(model_seed_ports(host, groups, one, model_defaults))
     ssh = int(one.get("ansible_port") or DEFAULT_SSH_PORT)
     if ssh in cluster_ports | client_ports:
         raise AnsibleFilterError(f"{host}: port {ssh} is both a service port and SSH's: the firewall never guards SSH")

@@ -15,6 +15,7 @@ import difflib
 import importlib
 import ipaddress
 import json
+import os
 import re
 import socket
 from collections.abc import Mapping
@@ -39,7 +40,7 @@ PD_GROUPS = ("sglang_router", "sglang_prefill", "sglang_decode")
 ROLE_PREFIXES = {"sglang_worker": "sglang_worker_", "sglang_router": "sglang_router_"}
 # A variable with one of these prefixes belongs to the collection: one that no role or
 # playbook takes is refused (a misspelt digest would otherwise deploy the old image).
-COLLECTION_PREFIXES = ("sglang_pd_", "sglang_worker_", "sglang_router_", "sglang_image_", "sglang_firewall_",
+COLLECTION_PREFIXES = ("sglang_pd_", "sglang_worker_", "sglang_router_", "sglang_image_", "sglang_firewall_", "sglang_model_",
                        "sglang_service_", "container_engine_", "rocm_", "rdma_", "unified_image_", "mooncake_patch_")
 DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 MD5_RE = re.compile(r"^[0-9a-f]{32}$")
@@ -528,6 +529,107 @@ def pd_check_image(hostvars, hosts):
                             host, f"{name}[{index}].{key}", item[key], f"not a whole {key}",
                             f"write all {width} lowercase hex characters ({key}sum {item.get('path', 'FILE')}), not a prefix"))
     return merge_problems(problems)
+
+
+# --------------------------------------------------------------------------- model weights
+
+MANIFEST_FORMAT = "SHA256  SIZE  NAME"
+MANIFEST_SHA256_RE = re.compile(r"^[0-9a-fA-F]{64}$")
+_MANIFEST_FIX = ("write one file a line as SHA256  SIZE  NAME (64 hex characters, the size in bytes, the path inside "
+                 "the model folder without spaces; # starts a comment), as the model_weights module's mode=record "
+                 "writes it; see docs/model_weights.md")
+
+
+def _manifest_line_problem(line, seen):
+    """What is wrong with one line of a model manifest, or None (SEEN holds the names so far).
+
+    The same rules as the model_weights module, which reads the manifest on the nodes.
+    """
+    fields = line.split()
+    if len(fields) != 3:
+        return f"not {MANIFEST_FORMAT} ({len(fields)} fields, a name holds no whitespace)"
+    digest, size, name = fields
+    if not MANIFEST_SHA256_RE.match(digest):
+        return f"the sha256 {digest!r} is not 64 hex characters"
+    if not size.isdigit():
+        return f"the size {size!r} is not a whole number of bytes"
+    if name.startswith("/") or ".." in name.split("/"):
+        return f"the name {name!r} must be a relative path inside the model folder, without '..'"
+    if name in seen:
+        return f"{name!r} is listed twice (line {seen[name]} too)"
+    return None
+
+
+def manifest_problems(path):
+    """The problems of the manifest file at PATH on the controller, each a (problem, fix) pair."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            lines = handle.read().splitlines()
+    except FileNotFoundError:
+        return [("no such file on the controller", "make the manifest (docs/model_weights.md) and write its path here")]
+    except (OSError, UnicodeDecodeError) as exc:
+        return [(f"cannot be read on the controller ({exc})", "make it a readable text file")]
+    problems, seen = [], {}
+    for number, line in enumerate(lines, 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        problem = _manifest_line_problem(line, seen)
+        if problem:
+            problems.append((f"line {number} ({json.dumps(line[:120])}): {problem}", _MANIFEST_FIX))
+        else:
+            seen[line.split()[2]] = number
+    if not problems and not seen:
+        problems.append(("lists no file, so any model folder would pass", _MANIFEST_FIX))
+    return problems
+
+
+def _manifest_path_problems(host, path, cache):
+    """The problems of the manifest a host names (each file is read once)."""
+    if not isinstance(path, str):
+        return []  # a value of the wrong type: pd_check_variables reports it
+    expanded = os.path.expanduser(path)
+    if not os.path.isabs(expanded):
+        return [_problem(host, "sglang_pd_model_manifest", path, "not an absolute path on the controller",
+                         "write an absolute path (or ~/...); an inventory can name its own folder with inventory_dir")]
+    if expanded not in cache:
+        cache[expanded] = manifest_problems(expanded)
+    return [_problem(host, "sglang_pd_model_manifest", path, problem, fix) for problem, fix in cache[expanded]]
+
+
+def pd_check_model_weights(hostvars, hosts):
+    """Model staging has what it needs, and the manifest each host names is a readable list of files.
+
+    ``sglang_pd_model_stage: true`` needs ``sglang_pd_model_manifest`` (the files to copy) and
+    ``sglang_pd_cluster_cidr`` (the seed rsync daemon admits only the cluster network). A
+    manifest, when set, must be a file on the controller whose every line, besides blank lines
+    and ``#`` comments, is ``SHA256  SIZE  NAME``; a problem names the file and the line.
+    """
+    problems = []
+    cache = {}
+    for host in hosts:
+        one = hostvars[host]
+        manifest = _get(one, "sglang_pd_model_manifest", problems, host)
+        if _get(one, "sglang_pd_model_stage", problems, host, False) is True:
+            problems += _stage_problems(host, one, manifest, problems)
+        if manifest not in (None, ""):
+            problems += _manifest_path_problems(host, manifest, cache)
+    return merge_problems(problems)
+
+
+def _stage_problems(host, one, manifest, errors):
+    """What sglang_pd_model_stage: true misses on a host (templating errors go to ERRORS)."""
+    problems = []
+    if manifest in (None, ""):
+        problems.append(_problem(host, "sglang_pd_model_manifest", manifest,
+                                 "sglang_pd_model_stage copies the files a manifest lists, and none is set",
+                                 "write sglang_pd_model_manifest (the controller path of the model's manifest, "
+                                 "see docs/model_weights.md), or sglang_pd_model_stage: false"))
+    if not _get(one, "sglang_pd_cluster_cidr", errors, host):
+        problems.append(_problem(host, "sglang_pd_cluster_cidr", None,
+                                 "sglang_pd_model_stage copies between nodes through a seed rsync daemon that "
+                                 "admits only the cluster network",
+                                 "set sglang_pd_cluster_cidr (e.g. 10.0.0.0/16) for every PD host"))
+    return problems
 
 
 # --------------------------------------------------------------------------- addresses
@@ -1168,6 +1270,7 @@ class FilterModule:
             "pd_check_worker_specs": pd_check_worker_specs,
             "pd_check_names": pd_check_names,
             "pd_check_image": pd_check_image,
+            "pd_check_model_weights": pd_check_model_weights,
             "pd_check_addresses": pd_check_addresses,
             "pd_check_reachability": pd_check_reachability,
             "pd_check_ports": pd_check_ports,

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Tools the tests run on the controller: the headless browser the status page is loaded in
 # (Debian's chromium-headless-shell), and promtool (Debian's prometheus) that checks the
-# monitoring role's rendered configuration and rules.
+# monitoring role's rendered configuration and rules, and rsync (the model staging tests run
+# a real rsync daemon as a peer).
 source "$(dirname "$0")/lib.sh"
 if ! command -v chromium-headless-shell >/dev/null; then
   log "installing chromium-headless-shell"
@@ -15,3 +16,9 @@ if ! command -v promtool >/dev/null; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
 fi
 log "promtool: $(promtool --version 2>&1 | head -n1)"
+if ! command -v rsync >/dev/null; then
+  log "installing rsync"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends rsync >/dev/null
+fi
+log "rsync: $(rsync --version | head -n1)"

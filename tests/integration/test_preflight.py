@@ -11,10 +11,12 @@ every task that ran, ran on localhost (the controller) in the preflight play.
 
 from __future__ import annotations
 
+import atexit
 import concurrent.futures
 import copy
 import os
 import sys
+import tempfile
 
 import pytest
 import yaml
@@ -131,6 +133,17 @@ def set_all(**values):
 def empty_group(group):
     def change(inventory):
         inventory['all']['children']['sglang_pd']['children'][group]['hosts'] = {}
+    return change
+
+
+def manifest(text):
+    """Set sglang_pd_model_manifest to a file on the controller that holds TEXT."""
+    def change(inventory):
+        handle, path = tempfile.mkstemp(prefix='sglang-pd-', suffix='.manifest')
+        with os.fdopen(handle, 'w', encoding='utf-8') as out:
+            out.write(text)
+        atexit.register(os.remove, path)
+        inventory['all']['vars']['sglang_pd_model_manifest'] = path
     return change
 
 
@@ -304,6 +317,16 @@ CASES = [
      ['sglang_pd_model_path = null: required, and not set', 'set sglang_pd_model_path for every PD host']),
     ('scale-in-switch-choice', None, {'sglang_pd_scale_in_workers': 'old'},
      ['sglang_pd_scale_in_workers = "old": not one of all, stale']),
+    # Model weights: staging needs a manifest, which must be a whole file on the controller.
+    ('model-stage-without-manifest', set_all(sglang_pd_model_stage=True), None,
+     ['sglang_pd_model_manifest = null: sglang_pd_model_stage copies the files a manifest lists, and none is set',
+      'or sglang_pd_model_stage: false']),
+    ('model-manifest-missing', set_all(sglang_pd_model_manifest='/nonexistent/glm-5.2-fp8.manifest'), None,
+     ['sglang_pd_model_manifest = "/nonexistent/glm-5.2-fp8.manifest": no such file on the controller']),
+    ('model-manifest-malformed', manifest('# glm-5.2-fp8\n' + 'a1' * 32 + '  1234  config.json\n' + 'b2' * 32 + '  4.2G  model.safetensors\n'),
+     None,
+     ['sglang_pd_model_manifest = "/', '.manifest": line 3 ("' + 'b2' * 32 + '  4.2G  model.safetensors"): '
+      "the size '4.2G' is not a whole number of bytes", 'write one file a line as SHA256  SIZE  NAME']),
     # Inventory shape.
     ('pd-group-beside-sglang-pd', lambda inv: inv['all']['children'].update(
         {'sglang_decode': inv['all']['children']['sglang_pd']['children'].pop('sglang_decode')}), None,

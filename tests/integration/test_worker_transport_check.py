@@ -50,7 +50,7 @@ def _free_port():
 
 
 @pytest.fixture
-def standin_worker(tmp_path):
+def standin_worker(tmp_path, standin_model_dir):
     """Start a decode stand-in named NAME with the given environment; return its URL and log dir."""
     procs = []
     logs = tmp_path / 'logs'
@@ -59,7 +59,7 @@ def standin_worker(tmp_path):
     def _start(env, backend='mooncake'):
         port = _free_port()
         argv = [sys.executable, '-m', 'sglang.launch_server', '--disaggregation-mode', 'decode', '--host', '127.0.0.1',
-                '--port', str(port), '--model-path', '/models/glm', '--disaggregation-transfer-backend', backend,
+                '--port', str(port), '--model-path', str(standin_model_dir), '--disaggregation-transfer-backend', backend,
                 '--disaggregation-ib-device', 'mlx5_ib0,mlx5_ib1']
         environ = {key: value for key, value in os.environ.items() if key not in ('MC_FORCE_TCP', 'SGLANG_STANDIN_TRANSPORT')}
         environ.update(PYTHONPATH=str(STANDIN_DIR), SGLANG_STANDIN_WARMUP_SECS='0', **env)

@@ -1,8 +1,10 @@
 """Entry point of the stand-in: ``python -m sglang.launch_server [SGLang flags]``.
 
-Tests only: serves SGLang's HTTP API on CPU with deterministic replies. In
-prefill mode it also listens on --disaggregation-bootstrap-port. SIGTERM or
-SIGINT stop it gracefully: no new connections, in-flight requests finish, exit 0.
+Tests only: serves SGLang's HTTP API on CPU with deterministic replies. Like
+SGLang it exits 1 at start, before listening, when --model-path is not a directory
+holding config.json (the only file of it the stand-in reads). In prefill mode it
+also listens on --disaggregation-bootstrap-port. SIGTERM or SIGINT stop it
+gracefully: no new connections, in-flight requests finish, exit 0.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Sequence
 from types import FrameType
 
 from sglang import __version__
-from sglang._standin.args import parse_args
+from sglang._standin.args import model_path_error, parse_args
 from sglang._standin.httpd import StandinHTTPServer
 from sglang._standin.pd import BootstrapServer, start_bootstrap
 from sglang._standin.state import ServerState, log
@@ -36,6 +38,13 @@ def _install_stop_handlers(stop: threading.Event) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the stand-in until SIGTERM/SIGINT; return the exit code."""
     args, ignored, options = parse_args(argv)
+    # Like SGLang, which reads the model's config.json before anything listens: the
+    # last line of its traceback, on stderr, and exit 1.
+    model_error = model_path_error(args.model_path)
+    if model_error is not None:
+        sys.stderr.write(model_error + "\n")
+        sys.stderr.flush()
+        return 1
     try:
         chosen(os.environ, args.disaggregation_ib_device)
     except ValueError as exc:

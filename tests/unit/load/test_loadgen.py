@@ -106,7 +106,7 @@ def test_summary_buckets_requests_by_the_phase_they_ended_in(tmp_path):
     assert "one" in loadgen.format_table(list(rows.values()))
 
 
-def test_run_is_bounded_and_retries_refused_connections(tmp_path):
+def test_run_is_bounded_and_retries_refused_connections(tmp_path, standin_model_dir):
     """Load starts before the server listens: refused requests are sent again and succeed."""
     port, bootstrap = free_port(), free_port()
     out = tmp_path / "records.jsonl"
@@ -114,7 +114,7 @@ def test_run_is_bounded_and_retries_refused_connections(tmp_path):
 
     def start_later():
         time.sleep(0.6)
-        server.append(subprocess.Popen(command("null", port, bootstrap), env=standin_env(),
+        server.append(subprocess.Popen(command("null", port, bootstrap, model_path=standin_model_dir), env=standin_env(),
                                        stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT))
 
     thread = threading.Thread(target=start_later)

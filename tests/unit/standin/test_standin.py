@@ -1,7 +1,9 @@
 """Tests of the CPU stand-in for the SGLang server (tests/standin).
 
 Each test starts ``python -m sglang.launch_server`` with the flags the roles
-template, on free loopback ports, and checks what the collection relies on.
+template, on free loopback ports, and checks what the collection relies on. The model
+path is the ``standin_model_dir`` fixture (tests/conftest.py): a directory with a
+config.json, without which the stand-in, like SGLang, refuses to start.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ pytestmark = pytest.mark.skipif(sys.version_info < (3, 10), reason="the stand-in
 STANDIN_DIR = Path(__file__).resolve().parents[2] / "standin"
 MODEL = "glm-5.2-fp8"
 ROLE_FLAGS = (
-    "--model-path", "/models/glm", "--served-model-name", MODEL, "--tp-size", "8", "--trust-remote-code",
+    "--served-model-name", MODEL, "--tp-size", "8", "--trust-remote-code",
     "--kv-cache-dtype", "fp8_e4m3", "--attention-backend", "aiter", "--disaggregation-transfer-backend", "mooncake",
     "--disaggregation-ib-device", "mlx5_0,mlx5_1",
 )
@@ -44,10 +46,11 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def command(mode: str, port: int, bootstrap_port: int, *extra: str) -> list[str]:
-    """The command line the roles template, on loopback."""
+def command(mode: str, port: int, bootstrap_port: int, *extra: str, model_path: Path | str) -> list[str]:
+    """The command line the roles template, on loopback, for the model directory model_path."""
     return [sys.executable, "-m", "sglang.launch_server", "--disaggregation-mode", mode, "--host", "127.0.0.1",
-            "--port", str(port), "--disaggregation-bootstrap-port", str(bootstrap_port), *ROLE_FLAGS, *extra]
+            "--port", str(port), "--disaggregation-bootstrap-port", str(bootstrap_port), "--model-path", str(model_path),
+            *ROLE_FLAGS, *extra]
 
 
 def standin_env(warmup: float = 0.0, token_delay: float = 0.0) -> dict[str, str]:
@@ -100,13 +103,15 @@ class Standin:
         return self.log_path.read_text(encoding="utf-8")
 
 
-def launch(log_dir: Path, mode: str = "null", extra: tuple[str, ...] = (), *, warmup: float = 0.0, token_delay: float = 0.0) -> Standin:
-    """Start a stand-in and wait until its HTTP port accepts connections."""
+def launch(
+    log_dir: Path, model_dir: Path, mode: str = "null", extra: tuple[str, ...] = (), *, warmup: float = 0.0, token_delay: float = 0.0
+) -> Standin:
+    """Start a stand-in of the model directory model_dir and wait until its HTTP port accepts connections."""
     port, bootstrap_port = free_port(), free_port()
     log_path = log_dir / f"standin-{mode}-{port}.log"
     with log_path.open("wb") as out:
-        proc = subprocess.Popen(command(mode, port, bootstrap_port, *extra), stdout=out, stderr=subprocess.STDOUT,
-                                env=standin_env(warmup, token_delay))
+        proc = subprocess.Popen(command(mode, port, bootstrap_port, *extra, model_path=model_dir), stdout=out,
+                                stderr=subprocess.STDOUT, env=standin_env(warmup, token_delay))
     standin = Standin(proc, port, bootstrap_port, log_path)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
@@ -128,12 +133,12 @@ def stop(standin: Standin) -> None:
 
 
 @pytest.fixture(name="start")
-def fixture_start(tmp_path: Path) -> Iterator[Callable[..., Standin]]:
+def fixture_start(tmp_path: Path, standin_model_dir: Path) -> Iterator[Callable[..., Standin]]:
     """Factory of stand-ins, all stopped after the test."""
     started: list[Standin] = []
 
     def _start(mode: str = "null", extra: tuple[str, ...] = (), *, warmup: float = 0.0, token_delay: float = 0.0) -> Standin:
-        started.append(launch(tmp_path, mode, extra, warmup=warmup, token_delay=token_delay))
+        started.append(launch(tmp_path, standin_model_dir, mode, extra, warmup=warmup, token_delay=token_delay))
         return started[-1]
 
     yield _start
@@ -142,9 +147,9 @@ def fixture_start(tmp_path: Path) -> Iterator[Callable[..., Standin]]:
 
 
 @pytest.fixture(name="plain", scope="module")
-def fixture_plain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standin]:
+def fixture_plain(tmp_path_factory: pytest.TempPathFactory, standin_model_dir: Path) -> Iterator[Standin]:
     """One non-PD stand-in, started with extra SGLang flags it does not know, shared by read-only tests."""
-    standin = launch(tmp_path_factory.mktemp("plain"), "null", UNKNOWN_FLAGS)
+    standin = launch(tmp_path_factory.mktemp("plain"), standin_model_dir, "null", UNKNOWN_FLAGS)
     yield standin
     stop(standin)
 
@@ -206,13 +211,14 @@ def test_unknown_flags_accepted_and_server_info(plain: Standin) -> None:
     assert f"mode=null host=127.0.0.1 port={plain.port}" in plain.log()
 
 
-def test_models_and_model_info(plain: Standin) -> None:
+def test_models_and_model_info(plain: Standin, standin_model_dir: Path) -> None:
+    model_path = str(standin_model_dir)
     status, models = plain.json("GET", "/v1/models")
     assert status == 200
     assert models["object"] == "list"
-    assert [(m["id"], m["object"], m["owned_by"], m["root"]) for m in models["data"]] == [(MODEL, "model", "sglang", "/models/glm")]
+    assert [(m["id"], m["object"], m["owned_by"], m["root"]) for m in models["data"]] == [(MODEL, "model", "sglang", model_path)]
     status, info = plain.json("GET", "/get_model_info")
-    assert (status, info) == (200, {"model_path": "/models/glm", "tokenizer_path": "/models/glm", "is_generation": True})
+    assert (status, info) == (200, {"model_path": model_path, "tokenizer_path": model_path, "is_generation": True})
 
 
 def test_chat_completion_usage_and_keep_alive(plain: Standin) -> None:
@@ -328,12 +334,35 @@ def test_decode_waits_sglangs_waiting_timeout_on_a_silent_prefill(
         pytest.param("both", (), "invalid choice: 'both'", id="bad-mode"),
     ],
 )
-def test_invalid_arguments_exit_2(mode: str, extra: tuple[str, ...], message: str) -> None:
-    result = subprocess.run(command(mode, free_port(), free_port(), *extra), env=standin_env(), capture_output=True,
-                            text=True, timeout=20, check=False)
+def test_invalid_arguments_exit_2(mode: str, extra: tuple[str, ...], message: str, standin_model_dir: Path) -> None:
+    result = subprocess.run(command(mode, free_port(), free_port(), *extra, model_path=standin_model_dir), env=standin_env(),
+                            capture_output=True, text=True, timeout=20, check=False)
     assert result.returncode == 2, result
     assert message in result.stderr
     assert "started" not in result.stdout
+
+
+@pytest.mark.parametrize("model", ["missing", "empty", "file"])
+@pytest.mark.parametrize("mode", ["null", "prefill"])
+def test_a_model_path_without_config_json_exits_1_before_listening(tmp_path: Path, model: str, mode: str) -> None:
+    """Like SGLang (transformers' OSError): named path, exit 1, nothing listens, no Mooncake lines."""
+    model_path = tmp_path / "models" / "glm"
+    if model == "empty":
+        model_path.mkdir(parents=True)
+    elif model == "file":
+        model_path.parent.mkdir(parents=True)
+        model_path.write_text("{}", encoding="utf-8")
+    with socket.socket() as taken:  # a server that got as far as binding would fail on this port instead
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = int(taken.getsockname()[1])
+        result = subprocess.run(command(mode, port, free_port(), model_path=model_path), env=standin_env(),
+                                capture_output=True, text=True, timeout=20, check=False)
+    assert result.returncode == 1, result
+    assert f"OSError: {model_path} does not appear to have a file named config.json." in result.stderr.splitlines()
+    assert "cannot listen" not in result.stdout + result.stderr
+    assert "started" not in result.stdout
+    assert "transfer_engine_impl.cpp" not in result.stdout + result.stderr
 
 
 def test_fake_transfer_backend_accepted_on_decode(start: Callable[..., Standin]) -> None:

@@ -91,13 +91,13 @@ def test_glog_shape():
     assert line.endswith(".250000   4242 transfer_engine_impl.cpp] installTransport, type=rdma")
 
 
-def _run(tmp_path: Path, mode: str, env: dict[str, str], *extra: str) -> str:
-    """Start the stand-in, wait until it listens, stop it; return what it printed."""
+def _run(tmp_path: Path, model_dir: Path, mode: str, env: dict[str, str], *extra: str) -> str:
+    """Start the stand-in of model_dir, wait until it listens, stop it; return what it printed."""
     port = free_port()
     log_path = tmp_path / f"{mode}.log"
     with log_path.open("wb") as out:
-        proc = subprocess.Popen(command(mode, port, free_port(), *extra), stdout=out, stderr=subprocess.STDOUT,
-                                env={**standin_env(), **env})
+        proc = subprocess.Popen(command(mode, port, free_port(), *extra, model_path=model_dir), stdout=out,
+                                stderr=subprocess.STDOUT, env={**standin_env(), **env})
     try:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and proc.poll() is None:
@@ -113,18 +113,18 @@ def _run(tmp_path: Path, mode: str, env: dict[str, str], *extra: str) -> str:
     return log_path.read_text(encoding="utf-8")
 
 
-def test_the_server_prints_them_at_start(tmp_path: Path):
+def test_the_server_prints_them_at_start(tmp_path: Path, standin_model_dir: Path):
     # The roles' flags carry --disaggregation-ib-device mlx5_0,mlx5_1: RDMA unless told otherwise.
-    rdma = _run(tmp_path, "prefill", {})
+    rdma = _run(tmp_path, standin_model_dir, "prefill", {})
     assert "Topology discovery complete. Found 2 HCAs." in rdma and mooncake_transport(rdma)["transport"] == "rdma"
     assert rdma.index("installTransport, type=rdma") < rdma.index("SGLang stand-in")
-    forced = _run(tmp_path, "decode", {"MC_FORCE_TCP": "1"})
+    forced = _run(tmp_path, standin_model_dir, "decode", {"MC_FORCE_TCP": "1"})
     assert mooncake_transport(forced)["line"].endswith("transfer_engine_impl.cpp] MC_FORCE_TCP is set, using TCP transport only")
-    assert mooncake_transport(_run(tmp_path, "null", {"MC_FORCE_TCP": "1"}))["transport"] == "unknown"
+    assert mooncake_transport(_run(tmp_path, standin_model_dir, "null", {"MC_FORCE_TCP": "1"}))["transport"] == "unknown"
 
 
-def test_the_server_refuses_an_unknown_setting(tmp_path: Path):
-    proc = subprocess.run(command("decode", free_port(), free_port()), capture_output=True, text=True, timeout=30,
-                          env={**standin_env(), "SGLANG_STANDIN_TRANSPORT": "ucx"}, check=False)
+def test_the_server_refuses_an_unknown_setting(standin_model_dir: Path):
+    proc = subprocess.run(command("decode", free_port(), free_port(), model_path=standin_model_dir), capture_output=True, text=True,
+                          timeout=30, env={**standin_env(), "SGLANG_STANDIN_TRANSPORT": "ucx"}, check=False)
     assert proc.returncode == 2
     assert "SGLANG_STANDIN_TRANSPORT must be one of rdma, tcp, hip_ipc, got 'ucx'" in proc.stdout

@@ -40,7 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="CPU stand-in for the SGLang server (tests only). Unknown SGLang flags are ignored.",
     )
     add = parser.add_argument
-    add("--model-path", "--model", dest="model_path", required=True, help="model directory (never read)")
+    add("--model-path", "--model", dest="model_path", required=True,
+        help="model directory: must hold config.json (nothing else is read)")
     add("--tokenizer-path", dest="tokenizer_path", default=None, help="defaults to --model-path")
     add("--served-model-name", dest="served_model_name", default=None, help="defaults to --model-path")
     add("--host", default="127.0.0.1")
@@ -57,6 +58,18 @@ def build_parser() -> argparse.ArgumentParser:
     add("--api-key", dest="api_key", default=None, help="required on every endpoint but /health* and /metrics")
     add("--admin-api-key", dest="admin_api_key", default=None, help="required instead on admin endpoints (/flush_cache)")
     return parser
+
+
+def model_path_error(model_path: str) -> str | None:
+    """SGLang's error when model_path is not a directory holding config.json, else None.
+
+    Real SGLang reads the model's config.json with transformers at start, which raises
+    ``OSError: <path> does not appear to have a file named config.json.`` for a local path
+    without one. The stand-in reads nothing else from the directory.
+    """
+    if os.path.isdir(model_path) and os.path.isfile(os.path.join(model_path, "config.json")):
+        return None
+    return f"OSError: {model_path} does not appear to have a file named config.json."
 
 
 def _check_port(parser: argparse.ArgumentParser, flag: str, value: int) -> None:

@@ -83,3 +83,16 @@ def test_the_preflight_wants_the_networks_unless_the_firewall_is_off():
     assert len(problems) == 1 and problems[0].startswith("d0: sglang_pd_client_cidrs = null: the firewall admits")
     hostvars["d0"]["sglang_firewall_enabled"] = False
     assert checks.pd_check_firewall(model, groups, hostvars) == []
+
+
+def test_a_node_that_stages_model_weights_admits_its_seed_port_only_from_the_cluster():
+    groups, hostvars = fleet(p0={"sglang_pd_model_stage": True}, d0={"sglang_pd_model_stage": True, "sglang_model_seed_port": 8731})
+    assert firewall.pd_firewall("p0", groups, hostvars, ROUTER_DEFAULTS, {"sglang_model_seed_port": 8730})["cluster"]["ports"] == [
+        8730, 8998, 30100]
+    d0 = firewall.pd_firewall("d0", groups, hostvars, ROUTER_DEFAULTS, {"sglang_model_seed_port": 8730})
+    assert 8731 in d0["cluster"]["ports"] and 8731 not in d0["clients"]["ports"]
+
+
+def test_no_seed_port_without_staging():
+    groups, hostvars = fleet(p0={"sglang_pd_model_stage": False})
+    assert 8730 not in firewall.pd_firewall("p0", groups, hostvars, ROUTER_DEFAULTS, {"sglang_model_seed_port": 8730})["cluster"]["ports"]

@@ -53,7 +53,8 @@ def all_problems(groups, hostvars):
     return (checks.pd_check_build(model) + checks.pd_check_names(model) + checks.pd_check_addresses(model, hostvars)
             + checks.pd_check_ports(model) + checks.pd_check_gpus(model, hostvars) + checks.pd_check_ib_devices(model)
             + checks.pd_check_flags(model, hostvars) + checks.pd_check_router(model)
-            + checks.pd_check_image(hostvars, list(hostvars)) + checks.pd_check_worker_specs(hostvars, groups))
+            + checks.pd_check_image(hostvars, list(hostvars)) + checks.pd_check_worker_specs(hostvars, groups)
+            + checks.pd_check_model_weights(hostvars, list(hostvars)))
 
 
 def test_valid_inventory_passes_every_check():
@@ -188,3 +189,94 @@ def test_metrics_on_a_host_name_need_an_address():
     assert any("the metrics would listen on the service address localhost" in p for p in problems)
     hostvars["d0"]["sglang_router_prometheus_host"] = "10.0.0.2"
     assert checks.pd_check_router(model_of(groups, hostvars)) == []
+
+
+SHA = "3f" * 32
+MANIFEST = f"# glm-5.2-fp8\n\n{SHA}  1234  config.json\n{SHA}  5368709120  model-00001-of-00002.safetensors\n"
+
+
+def manifest_at(tmp_path, text=MANIFEST):
+    path = tmp_path / "glm.manifest"
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+def test_a_whole_manifest_and_staging_pass(tmp_path):
+    _groups, hostvars = inventory()
+    for one in hostvars.values():
+        one.update(sglang_pd_model_manifest=manifest_at(tmp_path), sglang_pd_model_stage=True,
+                   sglang_pd_cluster_cidr="10.0.0.0/16")
+    assert checks.pd_check_model_weights(hostvars, ["p0", "d0"]) == []
+
+
+def test_no_manifest_and_no_staging_check_nothing():
+    _groups, hostvars = inventory()
+    assert checks.pd_check_model_weights(hostvars, ["p0", "d0"]) == []
+
+
+def test_staging_needs_a_manifest_and_the_cluster_network():
+    _groups, hostvars = inventory(p0={"sglang_pd_model_stage": True}, d0={"sglang_pd_model_stage": True})
+    problems = checks.pd_check_model_weights(hostvars, ["p0", "d0"])
+    assert len(problems) == 2
+    assert problems[0].startswith("p0, d0: sglang_pd_model_manifest = null: sglang_pd_model_stage copies the files a "
+                                  "manifest lists, and none is set; write sglang_pd_model_manifest")
+    assert problems[1].startswith("p0, d0: sglang_pd_cluster_cidr = null: sglang_pd_model_stage copies between nodes "
+                                  "through a seed rsync daemon that admits only the cluster network")
+
+
+def test_staging_given_as_a_string_is_left_to_the_type_check():
+    _groups, hostvars = inventory(p0={"sglang_pd_model_stage": "true"})
+    assert checks.pd_check_model_weights(hostvars, ["p0"]) == []
+
+
+def test_a_manifest_missing_on_the_controller_is_named_once_for_every_host(tmp_path):
+    missing = str(tmp_path / "nowhere.manifest")
+    _groups, hostvars = inventory(p0={"sglang_pd_model_manifest": missing}, d0={"sglang_pd_model_manifest": missing})
+    assert checks.pd_check_model_weights(hostvars, ["p0", "d0"]) == [
+        f'p0, d0: sglang_pd_model_manifest = "{missing}": no such file on the controller; '
+        "make the manifest (docs/model_weights.md) and write its path here"]
+
+
+def test_a_relative_manifest_path_is_refused():
+    _groups, hostvars = inventory(p0={"sglang_pd_model_manifest": "files/glm.manifest"})
+    problems = checks.pd_check_model_weights(hostvars, ["p0"])
+    assert problems == ['p0: sglang_pd_model_manifest = "files/glm.manifest": not an absolute path on the controller; '
+                        "write an absolute path (or ~/...); an inventory can name its own folder with inventory_dir"]
+
+
+@pytest.mark.parametrize("line, problem", [
+    (f"{SHA} config.json", "line 5 (\"%s config.json\"): not SHA256  SIZE  NAME (2 fields" % SHA),
+    (f"{SHA}  12  special tokens.json", "not SHA256  SIZE  NAME (4 fields, a name holds no whitespace)"),
+    (f"{SHA[:12]}  12  config.json", f"line 5 (\"{SHA[:12]}  12  config.json\"): the sha256 '{SHA[:12]}' is not 64 hex"),
+    (f"{'g' * 64}  12  config.json", "is not 64 hex characters"),
+    (f"{SHA}  4.2G  config.json", "line 5 (\"%s  4.2G  config.json\"): the size '4.2G' is not a whole number of bytes" % SHA),
+    (f"{SHA}  -1  config.json", "the size '-1' is not a whole number of bytes"),
+    (f"{SHA}  12  ../secrets", "the name '../secrets' must be a relative path inside the model folder"),
+    (f"{SHA}  12  /etc/passwd", "the name '/etc/passwd' must be a relative path"),
+    (f"{SHA}  12  original/../../etc/passwd", "without '..'"),
+    (f"{SHA}  12  model-00001-of-00002.safetensors", "'model-00001-of-00002.safetensors' is listed twice (line 4 too)"),
+])
+def test_a_malformed_manifest_line_names_the_file_and_the_line(tmp_path, line, problem):
+    path = manifest_at(tmp_path, MANIFEST + line + "\n")
+    _groups, hostvars = inventory(p0={"sglang_pd_model_manifest": path})
+    problems = checks.pd_check_model_weights(hostvars, ["p0"])
+    assert len(problems) == 1, problems
+    assert problems[0].startswith(f'p0: sglang_pd_model_manifest = "{path}": line 5 (')
+    assert problem in problems[0]
+    assert problems[0].endswith("see docs/model_weights.md")
+
+
+def test_folders_upper_case_hashes_and_windows_line_ends_pass(tmp_path):
+    path = manifest_at(tmp_path, f"{SHA.upper()}\t7   original/tokenizer.model\r\n  # indented comment\n")
+    _groups, hostvars = inventory(p0={"sglang_pd_model_manifest": path})
+    assert checks.pd_check_model_weights(hostvars, ["p0"]) == []
+
+
+def test_an_empty_manifest_is_refused(tmp_path):
+    _groups, hostvars = inventory(p0={"sglang_pd_model_manifest": manifest_at(tmp_path, "# nothing yet\n")})
+    problems = checks.pd_check_model_weights(hostvars, ["p0"])
+    assert len(problems) == 1 and "lists no file, so any model folder would pass" in problems[0]
+
+
+def test_the_model_weights_check_is_registered():
+    assert checks.FilterModule().filters()["pd_check_model_weights"] is checks.pd_check_model_weights

@@ -45,7 +45,7 @@ def free_port():
 
 
 class Server:
-    def __init__(self, mode, log_dir):
+    def __init__(self, mode, log_dir, model_dir):
         self.mode = mode
         self.port, self.bootstrap_port = free_port(), free_port()
         self.url = 'http://127.0.0.1:%d' % self.port
@@ -56,7 +56,7 @@ class Server:
             self.proc = subprocess.Popen(
                 [sys.executable, '-m', 'sglang.launch_server', '--disaggregation-mode', mode, '--host', '127.0.0.1',
                  '--port', str(self.port), '--disaggregation-bootstrap-port', str(self.bootstrap_port),
-                 '--model-path', '/models/glm', '--served-model-name', MODEL, '--api-key', KEY],
+                 '--model-path', str(model_dir), '--served-model-name', MODEL, '--api-key', KEY],
                 stdout=out, stderr=subprocess.STDOUT, env=env)
         deadline = time.monotonic() + 10
         while True:
@@ -75,10 +75,10 @@ class Server:
 
 
 @pytest.fixture(name='pair', scope='module')
-def fixture_pair(tmp_path_factory):
+def fixture_pair(tmp_path_factory, standin_model_dir):
     """One prefill and one decode stand-in, shared by the tests (the probe changes nothing)."""
     log_dir = tmp_path_factory.mktemp('pair')
-    prefill, decode = Server('prefill', log_dir), Server('decode', log_dir)
+    prefill, decode = Server('prefill', log_dir, standin_model_dir), Server('decode', log_dir, standin_model_dir)
     yield prefill, decode
     prefill.stop()
     decode.stop()
