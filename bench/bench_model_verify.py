@@ -28,12 +28,10 @@ import json
 import os
 import platform
 import shutil
-import statistics
 import struct
 import subprocess
 import sys
 import tempfile
-import time
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 sys.path.insert(0, os.path.join(REPO, '.cache', 'collections'))
