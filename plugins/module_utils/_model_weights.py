@@ -414,3 +414,13 @@ def problems_message(model_dir, problems, limit=10):
     if len(problems) > limit:
         parts.append('and %d more' % (len(problems) - limit))
     return '%s: %d problem(s): %s' % (model_dir, len(problems), '; '.join(parts))
+
+
+def save_cache(module, cache):
+    """Write the hash cache unless in check mode; a failure to write is a warning, not an error."""
+    if module.check_mode:
+        return
+    try:
+        cache.save()
+    except OSError as exc:
+        module.warn('Could not write the hash cache %s: %s' % (cache.path, exc))

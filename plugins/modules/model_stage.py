@@ -165,6 +165,7 @@ from ansible_collections.mindverse.sglang_pd.plugins.module_utils._model_weights
     HashCache,
     hash_with_cache,
     parse_manifest,
+    save_cache,
     sha256_file,
 )
 
@@ -435,15 +436,6 @@ class Stager:
         for name in to_copy:
             self.copy(source, name)
         return self.result
-
-
-def save_cache(module, cache):
-    if module.check_mode:
-        return
-    try:
-        cache.save()
-    except OSError as exc:
-        module.warn('Could not write the hash cache %s: %s' % (cache.path, exc))
 
 
 def run_module(module):

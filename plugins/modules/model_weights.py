@@ -153,18 +153,9 @@ from ansible_collections.mindverse.sglang_pd.plugins.module_utils._model_weights
     parse_manifest,
     problems_message,
     record_manifest,
+    save_cache,
     verify_dir,
 )
-
-
-def save_cache(module, cache):
-    """Write the hash cache unless in check mode; a failure to write is a warning, not an error."""
-    if module.check_mode:
-        return
-    try:
-        cache.save()
-    except OSError as exc:
-        module.warn('Could not write the hash cache %s: %s' % (cache.path, exc))
 
 
 def read_text(path):
