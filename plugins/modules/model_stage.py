@@ -27,6 +27,7 @@ description:
     match, it is copied once more from the start.
   - Files in O(path) that the manifest does not list are left alone.
 extends_documentation_fragment:
+  - mindverse.sglang_pd.model_hash_cache
   - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
@@ -82,12 +83,6 @@ options:
       - Bytes that must stay free at O(path) after the copy.
     type: int
     default: 0
-  cache:
-    description:
-      - JSON file on the node that caches the sha256 of files by path, size and modification time.
-      - An empty string turns caching off. When the cache cannot be written, the module warns and carries on.
-    type: path
-    default: /var/cache/sglang-pd/model-hashes.json
   timeout:
     description:
       - Timeout in seconds of each HTTP request and read, or rsync's I/O and connection timeout.

@@ -23,6 +23,7 @@ description:
     to pin a verified copy; with O(dest) it also writes it there.
   - O(mode=verify) never reports a change; writing the hash cache does not count as one.
 extends_documentation_fragment:
+  - mindverse.sglang_pd.model_hash_cache
   - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
@@ -58,12 +59,6 @@ options:
     description:
       - With O(mode=record), write the manifest to this file on the node when its content differs.
     type: path
-  cache:
-    description:
-      - JSON file on the node that caches the sha256 of files by path, size and modification time.
-      - An empty string turns caching off. When the cache cannot be written, the module warns and carries on.
-    type: path
-    default: /var/cache/sglang-pd/model-hashes.json
 notes:
   - A file whose size and modification time are unchanged is not hashed again; rewriting a file in place while
     keeping both would hide the change. Use O(cache='') to hash everything.
