@@ -31,15 +31,17 @@ import stat as stat_module
 import tarfile
 import tempfile
 
-from ansible_collections.mindverse.sglang_pd.plugins.module_utils._image_artifacts import (
-    PLACEHOLDER_COMMAND,
+from ansible_collections.mindverse.sglang_pd.plugins.module_utils._artifact_checks import (
     READ_CHUNK,
     ArtifactError,
+    new_hash,
+    normalize_digest,
+)
+from ansible_collections.mindverse.sglang_pd.plugins.module_utils._image_artifacts import (
+    PLACEHOLDER_COMMAND,
     create_transient_container,
     get_local_image,
     needs_placeholder_command,
-    new_hash,
-    normalize_digest,
     open_archive_stream,
     remove_container,
     stat_path,

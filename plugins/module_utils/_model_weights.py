@@ -141,7 +141,7 @@ def safetensors_expected_size(path):
 
 
 # ----------------------------------------------------------------- hashing
-def _advise_sequential(fd):
+def advise_sequential(fd):
     """Ask the kernel for larger read-ahead; a hint only, so any refusal is ignored."""
     if hasattr(os, 'posix_fadvise'):
         try:
@@ -156,7 +156,7 @@ def sha256_file(path, chunk=CHUNK):
     buffer = bytearray(chunk)
     view = memoryview(buffer)
     with open(path, 'rb', buffering=0) as handle:
-        _advise_sequential(handle.fileno())
+        advise_sequential(handle.fileno())
         while True:
             count = handle.readinto(buffer)
             if not count:

@@ -14,11 +14,17 @@ description:
   - Checks a manifest of files inside a local Docker image - md5 and sha256, present or absent,
     and how many lines contain a fixed string - and names every file that does not match, with
     the expected and the found value.
-  - No container is ever started. The module creates a container from the image, streams each
-    file out of it through the Docker archive API (what C(docker cp) uses), hashes it on the fly
-    and removes the container again.
+  - No container is ever started. When the Docker daemon runs on the node itself (a unix socket),
+    uses the overlay2 storage driver and the module can read its layer directories (as root), each
+    file is read straight from the image's layers - whiteouts and opaque directories respected,
+    symlinks resolved inside the image as Docker does - and hashed with large reads.
+  - Otherwise (a remote daemon, another storage driver, no access to the layers, or
+    O(read_via=archive)) the module creates a container from the image, streams each file out of
+    it through the Docker archive API (what C(docker cp) uses), hashes it on the fly and removes
+    the container again. Both ways give the same results; RV(read_via) says which one ran.
   - Results are cached per (image ID, manifest) under O(cache_dir). An image ID names the image's
-    content, so a cached result stays true; a re-run only inspects the image and reads the cache.
+    content, so a cached result stays true; a re-run only inspects the image (one request on the
+    Docker socket, without the Docker SDK when the daemon is local) and reads the cache.
   - The module never changes anything (C(changed) is always false); writing the cache file does not
     count as a change.
 extends_documentation_fragment:
@@ -112,6 +118,15 @@ options:
         refreshed).
     type: bool
     default: true
+  read_via:
+    description:
+      - How files are read from the image when the cache has no answer.
+      - V(auto) - from the image's overlay2 layer directories when the daemon is local and they can
+        be read, else through the Docker archive API.
+      - V(archive) - always through the Docker archive API (a created, never started container).
+    type: str
+    choices: [auto, archive]
+    default: auto
   docker_host:
     description:
       - Docker daemon to talk to, for example V(unix:///var/run/docker.sock) or V(tcp://host:2376).
@@ -123,10 +138,17 @@ options:
     type: int
     default: 300
 requirements:
-  - docker (Python Docker SDK) >= 5.0
+  - docker (Python Docker SDK) >= 5.0, for the archive API (a remote daemon, a storage driver other
+    than overlay2, layers this process cannot read, or O(read_via=archive)); reading the layers and
+    cached verifications of a local daemon do without it.
 notes:
   - Works with images that have no CMD or ENTRYPOINT (for example from C(docker import)); Docker
     requires a command to create a container, so a placeholder is set. It is never run.
+  - The layers hold the image itself; the archive API reads a created container, which adds a
+    few files of its own (C(/.dockerenv), empty C(/etc/hosts), C(/etc/hostname),
+    C(/etc/resolv.conf), the C(/etc/mtab) symlink). Checks of those paths can differ.
+  - Reading the layers needs CAP_SYS_ADMIN (to see which directories are opaque); without it the
+    archive API is used.
 seealso:
   - module: mindverse.sglang_pd.image_overlay_commit
 author:
@@ -173,6 +195,13 @@ cached:
   returned: success
   type: bool
   sample: false
+read_via:
+  description:
+    - How the files were read in this run - V(layers) (the image's overlay2 layer directories) or
+      V(archive) (the Docker archive API); null when the result came from the cache.
+  returned: success
+  type: str
+  sample: layers
 cache_path:
   description: Cache file for this (image ID, manifest); null when O(cache_dir) is empty.
   returned: success
@@ -255,19 +284,41 @@ artifacts:
       sample: true
 """
 
-import traceback
-
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.mindverse.sglang_pd.plugins.module_utils._image_artifacts import (
-    DOCKER_IMPORT_ERROR,
-    HAS_DOCKER,
+from ansible_collections.mindverse.sglang_pd.plugins.module_utils._artifact_checks import (
     ArtifactError,
-    DockerException,
-    docker_client,
     normalize_manifest,
+)
+from ansible_collections.mindverse.sglang_pd.plugins.module_utils._image_verify import (
+    DockerCallError,
+    DockerSDKMissing,
     verify_image,
 )
+
+
+def verify(module, manifest):
+    """Run verify_image with the module's parameters; fail the module on any error."""
+    params = module.params
+    try:
+        return verify_image(
+            params['image'],
+            manifest,
+            docker_host=params['docker_host'],
+            timeout=params['timeout'],
+            cache_dir=params['cache_dir'] or None,
+            use_cache=params['use_cache'],
+            write=not module.check_mode,
+            compute_sha256=params['compute_sha256'],
+            read_via=params['read_via'],
+        )
+    except DockerSDKMissing as exc:
+        module.fail_json(msg=missing_required_lib('docker'), exception=exc.details, changed=False)
+    except DockerCallError as exc:
+        module.fail_json(msg=str(exc), exception=exc.details, changed=False)
+    except ArtifactError as exc:
+        module.fail_json(msg=str(exc), changed=False)
+    return None  # not reached: fail_json exits
 
 
 def run_module(module):
@@ -277,24 +328,7 @@ def run_module(module):
         manifest = normalize_manifest(params['artifacts'])
     except ArtifactError as exc:
         module.fail_json(msg=str(exc))
-    if not HAS_DOCKER:
-        module.fail_json(msg=missing_required_lib('docker'), exception=DOCKER_IMPORT_ERROR)
-    try:
-        client = docker_client(params['docker_host'], params['timeout'])
-        result = verify_image(
-            client,
-            params['image'],
-            manifest,
-            cache_dir=params['cache_dir'] or None,
-            use_cache=params['use_cache'],
-            write=not module.check_mode,
-            compute_sha256=params['compute_sha256'],
-        )
-    except ArtifactError as exc:
-        module.fail_json(msg=str(exc), changed=False)
-    except DockerException as exc:
-        module.fail_json(msg='Docker error while verifying %s: %s' % (params['image'], exc),
-                         exception=traceback.format_exc(), changed=False)
+    result = verify(module, manifest)
     for warning in result.pop('warnings'):
         module.warn(warning)
     if result['failures'] and params['fail_on_mismatch']:
@@ -326,6 +360,7 @@ def main():
             compute_sha256=dict(type='bool', default=False),
             cache_dir=dict(type='path', default='/var/cache/sglang_pd/artifacts'),
             use_cache=dict(type='bool', default=True),
+            read_via=dict(type='str', choices=['auto', 'archive'], default='auto'),
             docker_host=dict(type='str'),
             timeout=dict(type='int', default=300),
         ),
