@@ -70,6 +70,18 @@ def model_seed_ports(host, groups, one, model_defaults=None):
     return [int(one.get("sglang_model_seed_port", (model_defaults or {}).get("sglang_model_seed_port", 8730)))]
 
 
+def _worker_peers(host, members, hostvars):
+    """The hosts of MEMBERS (one mode's group, in order) whose workers decide HOST's: HOST alone,
+    or with sglang_pd_worker_group every host sharing it (node ranks count within it). Only these
+    are read, so a host's firewall costs the same at 3 nodes and at 1,000."""
+    if host not in members:
+        return []
+    group = hostvars[host].get("sglang_pd_worker_group") or None
+    if group is None:
+        return [host]
+    return [other for other in members if (hostvars[other].get("sglang_pd_worker_group") or None) == group]
+
+
 def pd_firewall(host, groups, hostvars, router_defaults=None, model_defaults=None):
     """The firewall of HOST: ``{cluster: {v4, v6, ports}, clients: {v4, v6, ports}}``.
 
@@ -83,7 +95,8 @@ def pd_firewall(host, groups, hostvars, router_defaults=None, model_defaults=Non
     one = hostvars[host]
     cluster_ports, client_ports = set(), set()
     for mode in MODES:
-        for worker in pd_workers(list(groups.get("sglang_" + mode) or []), hostvars, mode, ranks="all"):
+        for worker in pd_workers(_worker_peers(host, list(groups.get("sglang_" + mode) or []), hostvars),
+                                 hostvars, mode, ranks="all"):
             if worker["host"] != host:
                 continue
             if worker["serves_http"]:

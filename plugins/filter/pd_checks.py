@@ -28,11 +28,13 @@ from ansible_collections.mindverse.sglang_pd.plugins.filter.pd import (
     MODES,
     REDACTED,
     SECRET_NAME,
+    image_reference,
     parse_gpus,
     WORKER_SPEC_KEYS,
     pd_workers,
     resolve_service_address,
     router_launch,
+    volumes_holding,
     worker_launch,
 )
 
@@ -48,9 +50,17 @@ SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 IB_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
 STRING_BOOLEANS = {"true", "false", "yes", "no", "on", "off", "1", "0", "y", "n"}
 UNRESOLVED = "<set on the host by a template>"
+# Connection variables the checks read besides the collection's own (service address, SSH port).
+SNAPSHOT_NAMES = ("ansible_host", "ansible_port")
 ALLOWLIST_MODULE = "ansible_collections.mindverse.sglang_pd.plugins.module_utils._sglang_flags_v{}"
 DEFAULT_SGLANG_VERSION = "0.5.14"
 _SIMPLE_TEMPLATE = re.compile(r"\{\{\s*([A-Za-z_]\w*)\s*(?:\|\s*(?:ansible\.builtin\.)?default\((.*?)\))?\s*\}\}")
+# ``{{ name [| default(literal)] | mindverse.sglang_pd.FILTER(other_name) }}`` with FILTER one of
+# the collection's pure filters below: role defaults built from other variables this way
+# (the image reference, the router's volumes) are computed as the host would compute them.
+_FILTER_TEMPLATE = re.compile(r"\{\{\s*([A-Za-z_]\w*)\s*(?:\|\s*(?:ansible\.builtin\.)?default\((.*?)\)\s*)?"
+                              r"\|\s*mindverse\.sglang_pd\.(\w+)\(\s*([A-Za-z_]\w*)\s*\)\s*\}\}")
+_DEFAULT_FILTERS = {"image_reference": image_reference, "volumes_holding": volumes_holding}
 
 
 # --------------------------------------------------------------------------- helpers
@@ -81,6 +91,16 @@ def _problem(host, variable, value, problem, fix):
     secret = SECRET_NAME.search(field) and not isinstance(value, Mapping) and value not in (None, "")
     shown = REDACTED if secret else _show(value)
     return (host, f"{variable} = {shown}: {problem}; {fix}")
+
+
+def _plain(value):
+    """VALUE as plain dicts and lists: a filter gets lazily templated containers, whose every
+    access costs a template check; checks that read the plan many times read this copy."""
+    if isinstance(value, Mapping):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    return value
 
 
 def merge_problems(problems):
@@ -124,14 +144,42 @@ def _literal(text):
         return UNRESOLVED
 
 
-def evaluate_default(value, hostvars_one, names):
+def _filtered_default(match, hostvars_one, names, resolved):
+    """The value of a ``{{ name | mindverse.sglang_pd.FILTER(other) }}`` default, or UNRESOLVED."""
+    name, fallback, filter_name, argument = match.groups()
+    function = _DEFAULT_FILTERS.get(filter_name)
+    if function is None:
+        return UNRESOLVED
+    values = []
+    for one, literal in ((name, fallback), (argument, None)):
+        if one in names:
+            values.append(hostvars_one.get(one))
+        elif one in resolved:
+            values.append(resolved[one])
+        elif literal is not None:
+            values.append(_literal(literal))
+        else:
+            return UNRESOLVED
+    if UNRESOLVED in [v for v in values if isinstance(v, str)]:
+        return UNRESOLVED
+    try:
+        return function(*values)
+    except Exception:  # pylint: disable=broad-except
+        return UNRESOLVED
+
+
+def evaluate_default(value, hostvars_one, names, resolved=None):
     """A role default as the host would see it.
 
     Defaults of the form ``{{ name }}`` and ``{{ name | default(literal) }}`` are
-    resolved against the host's inventory variables; other templates stay unresolved
-    (the preflight does not need their value).
+    resolved against the host's inventory variables, and ``{{ name | mindverse.sglang_pd.FILTER(other) }}``
+    for the pure filters in _DEFAULT_FILTERS against them and the defaults ``resolved``
+    before it; other templates stay unresolved (the preflight does not need their value).
     """
     if isinstance(value, str) and "{{" in value:
+        filtered = _FILTER_TEMPLATE.fullmatch(value.strip())
+        if filtered:
+            return _filtered_default(filtered, hostvars_one, names, resolved or {})
         match = _SIMPLE_TEMPLATE.fullmatch(value.strip())
         if match:
             name, fallback = match.group(1), match.group(2)
@@ -160,7 +208,7 @@ def pd_role_vars(hostvars_one, defaults, prefix, errors=None, host=""):
         if key in names:
             result[key] = _get(hostvars_one, key, errors, host)
         else:
-            result[key] = evaluate_default(value, hostvars_one, names)
+            result[key] = evaluate_default(value, hostvars_one, names, result)
     for key in names:
         if key.startswith(prefix) and key not in result:
             result[key] = _get(hostvars_one, key, errors, host)
@@ -187,6 +235,35 @@ class _Overlay(Mapping):
 
     def __len__(self):
         return len(self._hostvars)
+
+
+# --------------------------------------------------------------------------- inventory
+
+def pd_inventory(hostvars, hosts):
+    """What the checks read of each PD host, each variable templated once.
+
+    Returns ``{"hosts": {host: {name: value}}, "problems": [...]}``: every variable of the
+    collection (COLLECTION_PREFIXES, and any other ``sglang_*``) and ``ansible_host`` /
+    ``ansible_port``, and a problem for each variable whose template cannot be evaluated.
+    Looking a host up in ``hostvars`` merges all of its inventory again (about a millisecond),
+    so the checks read this snapshot instead: at 1,000 hosts that is one merge per host for the
+    whole preflight instead of one per host per check.
+    """
+    snapshot, problems = {}, []
+    for host in hosts:
+        one = hostvars[host]
+        values = {}
+        for name in sorted(_names(one)):
+            if not (name.startswith(COLLECTION_PREFIXES) or name.startswith("sglang_") or name in SNAPSHOT_NAMES):
+                continue
+            errors = []
+            value = _get(one, name, errors, host)
+            if errors:
+                problems.extend(errors)
+                continue
+            values[name] = value
+        snapshot[host] = values
+    return {"hosts": snapshot, "problems": merge_problems(problems)}
 
 
 # --------------------------------------------------------------------------- model
@@ -248,7 +325,8 @@ def pd_model(groups, hostvars, defaults):
         except Exception as exc:  # pylint: disable=broad-except
             errors.append((host, f"the router cannot be built: {exc}"))
             continue
-        model["routers"].append({"host": host, "address": info["address"], "launch": launch, "role_vars": role_vars})
+        model["routers"].append({"host": host, "address": info["address"], "launch": launch, "role_vars": role_vars,
+                                 "listen_all": hostvars[host].get("sglang_pd_listen_all") is True})
     return model
 
 
@@ -1217,6 +1295,9 @@ def pd_check_router(model):
 def pd_check_firewall(model, groups, hostvars):
     """With the firewall on (the default), every PD host has the networks it admits, and SSH stays open."""
     problems = []
+    model, hostvars = _plain(model), _plain(hostvars)
+    # Reported by pd_check_build / pd_check_addresses: the firewall is not built then.
+    unbuildable = bool(model["errors"]) or any(info["address_problem"] for info in model["hosts"].values())
     for host in model["hosts"]:
         one = hostvars[host]
         if _get(one, "sglang_firewall_enabled", problems, host, True) is False:
@@ -1231,8 +1312,8 @@ def pd_check_firewall(model, groups, hostvars):
                                      "the ports to your own firewall"))
         if missing:
             continue
-        if model["errors"] or any(info["address_problem"] for info in model["hosts"].values()):
-            continue  # reported by pd_check_build / pd_check_addresses
+        if unbuildable:
+            continue
         try:
             pd_firewall(host, groups, hostvars, model["hosts"][host]["role_vars"].get("sglang_router"))
         except AnsibleFilterError as exc:
@@ -1262,6 +1343,7 @@ class FilterModule:
 
     def filters(self):
         return {
+            "pd_inventory": pd_inventory,
             "pd_model": pd_model,
             "pd_role_vars": pd_role_vars,
             "pd_check_build": pd_check_build,

@@ -11,6 +11,7 @@ launch scripts run exactly the JSON's docker command.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shlex
@@ -24,6 +25,10 @@ ansible_runner = pytest.importorskip('ansible_runner')
 
 ROUTER_KEY = 'router-key-4c1e9b'
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
+# sha256, mode and path of each file the render wrote for the example inventories when each
+# host rendered its own services through the roles (before the render became one pass on the
+# controller): the one-pass render must write the same bytes.
+EXPECTED_FILES = os.path.join(os.path.dirname(__file__), 'render_expected.sha256')
 VENV_BIN = os.path.dirname(sys.executable)
 ALLOWLIST = pd_checks.load_allowlist('0.5.14')
 EXPECTED = {
@@ -42,9 +47,8 @@ EXPECTED = {
 }
 
 
-def render(tmp_path, inventory, extravars=None):
-    out = tmp_path / 'render'
-    private = tmp_path / 'runner'
+def run_render(private, inventory, out, extravars=None):
+    """Run playbooks/render.yml into OUT; return what its one render_files call reported."""
     private.mkdir()
     runner = ansible_runner.run(
         private_data_dir=str(private),
@@ -66,12 +70,18 @@ def render(tmp_path, inventory, extravars=None):
     assert runner.rc == 0, stdout
     events = list(runner.events)
     assert not [e for e in events if e['event'] == 'runner_on_unreachable']
-    for event in events:
-        data = event.get('event_data', {})
-        if event['event'] == 'runner_on_ok' and data.get('task_action') == 'ansible.builtin.copy':
-            # Every file is written on the controller, inside render_dir.
-            for result in data['res'].get('results', [data['res']]):
-                assert result['dest'].startswith(str(out) + os.sep), result['dest']
+    writes = [e['event_data'] for e in events
+              if e['event'] == 'runner_on_ok' and e['event_data'].get('task_action') == 'mindverse.sglang_pd.render_files']
+    # Every file is written on the controller, inside render_dir, in one module call.
+    assert len(writes) == 1, writes
+    assert writes[0]['host'] == 'localhost'
+    assert not [path for path in writes[0]['res']['written'] if path.startswith('/') or '..' in path.split('/')]
+    return writes[0]['res']
+
+
+def render(tmp_path, inventory, extravars=None):
+    out = tmp_path / 'render'
+    run_render(tmp_path / 'runner', inventory, out, extravars)
     return out
 
 
@@ -111,6 +121,31 @@ def test_every_host_and_service_is_rendered(rendered):
         found.setdefault(host, []).append(service)
         assert (out / host / (service + '.sh')).is_file()
     assert found == EXPECTED[inventory]
+
+
+def test_render_writes_the_same_files_as_the_per_host_render(rendered):
+    inventory, out, _services = rendered
+    expected = {}
+    with open(EXPECTED_FILES, encoding='utf-8') as handle:
+        for line in handle:
+            if line.strip() and not line.startswith('#'):
+                digest, mode, path = line.split()
+                if path.startswith(inventory + '/'):
+                    expected[path[len(inventory) + 1:]] = (digest, int(mode, 8))
+    found = {}
+    for root, _dirs, names in os.walk(out):
+        for name in names:
+            path = os.path.join(root, name)
+            with open(path, 'rb') as handle:
+                found[os.path.relpath(path, out)] = (hashlib.sha256(handle.read()).hexdigest(),
+                                                     os.stat(path).st_mode & 0o777)
+    assert expected and found == expected
+
+
+def test_a_second_render_writes_nothing(tmp_path):
+    out = render(tmp_path, 'example-2p2d')
+    again = run_render(tmp_path / 'again', 'example-2p2d', out)
+    assert again['written'] == [] and again['unchanged'] == 10 and not again['changed']
 
 
 def test_scripts_run_the_json_command(rendered):

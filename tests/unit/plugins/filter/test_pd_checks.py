@@ -70,6 +70,15 @@ def test_valid_inventory_passes_every_check():
     ("{{ a | upper }}", {"a": "x"}, checks.UNRESOLVED),
     ({"k": "{{ a }}"}, {"a": 1}, {"k": 1}),
     (8, {}, 8),
+    # The collection's pure filters are computed as the host computes them.
+    ("{{ sglang_pd_image_repository | mindverse.sglang_pd.image_reference(sglang_pd_image_digest) }}",
+     {"sglang_pd_image_repository": "r/s", "sglang_pd_image_digest": "sha256:" + "a" * 64}, "r/s@sha256:" + "a" * 64),
+    ("{{ sglang_pd_image_repository | mindverse.sglang_pd.image_reference(sglang_pd_image_digest) }}",
+     {"sglang_pd_image_repository": "r/s"}, checks.UNRESOLVED),
+    ("{{ v | default([]) | mindverse.sglang_pd.volumes_holding(p) }}",
+     {"v": ["/a:/models:ro", "/b:/root/.cache"], "p": "/models/glm"}, ["/a:/models:ro"]),
+    ("{{ v | default([]) | mindverse.sglang_pd.volumes_holding(p) }}", {"p": "/models/glm"}, []),
+    ("{{ a | mindverse.sglang_pd.unknown_filter(b) }}", {"a": 1, "b": 2}, checks.UNRESOLVED),
 ])
 def test_evaluate_default(default, hostvars_one, expected):
     assert checks.evaluate_default(default, hostvars_one, set(hostvars_one)) == expected
@@ -82,6 +91,14 @@ def test_role_vars_take_inventory_over_defaults():
     assert values["sglang_worker_model_path"] == "/m"
     assert values["sglang_worker_typo"] == 1
     assert values["sglang_worker_kv_cache_dtype"] == "fp8_e4m3"
+
+
+def test_router_volumes_follow_the_tokenizer_default_resolved_before_them():
+    values = checks.pd_role_vars({"sglang_pd_model_path": "/models/glm",
+                                  "sglang_worker_volumes": ["/nvme/models:/models:ro", "/nvme/cache:/root/.cache"]},
+                                 DEFAULTS["sglang_router"], "sglang_router_")
+    assert values["sglang_router_tokenizer_path"] == "/models/glm"
+    assert values["sglang_router_volumes"] == ["/nvme/models:/models:ro"]
 
 
 @pytest.mark.parametrize("argv, expected", [
