@@ -94,7 +94,7 @@ def markdown(results, runs, load_start, load_end, command):
         'prefill (one worker, 8 GPUs), the rest decode with two workers each (GPUs 0-3 and 4-7, TP 4), the router on '
         'the first host. Neither playbook contacts a host. The preflight reads each host\'s variables once, builds the '
         'plan once and runs every check in one filter call (`plugins/filter/pd_preflight.py`); the render writes every '
-        'file from that plan in one `render_files` call.', '',
+        'file from that plan in one `file_set` call.', '',
         f'Python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs, load average '
         f'{load_start} at the start, {load_end} at the end (1, 5, 15 min). Median of {runs} run(s) (min in brackets).', '',
         '| hosts | services | files written | preflight.yml s | render.yml s (preflight included) |',

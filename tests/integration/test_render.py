@@ -48,7 +48,7 @@ EXPECTED = {
 
 
 def run_render(private, inventory, out, extravars=None):
-    """Run playbooks/render.yml into OUT; return what its one render_files call reported."""
+    """Run playbooks/render.yml into OUT; return what its one file_set call reported."""
     private.mkdir()
     runner = ansible_runner.run(
         private_data_dir=str(private),
@@ -71,7 +71,7 @@ def run_render(private, inventory, out, extravars=None):
     events = list(runner.events)
     assert not [e for e in events if e['event'] == 'runner_on_unreachable']
     writes = [e['event_data'] for e in events
-              if e['event'] == 'runner_on_ok' and e['event_data'].get('task_action') == 'mindverse.sglang_pd.render_files']
+              if e['event'] == 'runner_on_ok' and e['event_data'].get('task_action') == 'mindverse.sglang_pd.file_set']
     # Every file is written on the controller, inside render_dir, in one module call.
     assert len(writes) == 1, writes
     assert writes[0]['host'] == 'localhost'

@@ -1,0 +1,86 @@
+# Copyright: (c) 2026, mindverse infrastructure team
+# SPDX-License-Identifier: Apache-2.0
+"""file_set: many files in one call, written only when they differ, never outside dest, secrets never shown."""
+
+from __future__ import annotations
+
+import os
+
+from ansible_collections.mindverse.sglang_pd.plugins.modules import file_set
+from module_runner import run_module
+
+FILES = [
+    {'path': 'pd-node-0/sglang-router.json', 'content': '{}\n'},
+    {'path': 'pd-node-0/sglang-router.sh', 'content': '#!/bin/sh\nexec true\n', 'mode': '0755'},
+    {'path': 'pd-node-1/sglang-decode.sh', 'content': '#!/bin/sh\nexec false\n', 'mode': '0755'},
+]
+
+
+def test_writes_every_file_with_its_mode(tmp_path):
+    result = run_module(file_set, {'dest': str(tmp_path / 'out'), 'files': FILES})
+    assert result['changed'] and sorted(result['written']) == sorted(f['path'] for f in FILES)
+    assert (tmp_path / 'out' / 'pd-node-1' / 'sglang-decode.sh').read_text() == '#!/bin/sh\nexec false\n'
+    assert os.stat(tmp_path / 'out' / 'pd-node-0' / 'sglang-router.sh').st_mode & 0o777 == 0o755
+    assert os.stat(tmp_path / 'out' / 'pd-node-0' / 'sglang-router.json').st_mode & 0o777 == 0o644
+
+
+def test_second_run_changes_nothing_and_a_changed_file_is_rewritten_alone(tmp_path):
+    run_module(file_set, {'dest': str(tmp_path), 'files': FILES})
+    again = run_module(file_set, {'dest': str(tmp_path), 'files': FILES})
+    assert not again['changed'] and again['written'] == [] and again['unchanged'] == 3
+    (tmp_path / 'pd-node-0' / 'sglang-router.json').write_text('{"edited": true}\n')
+    os.chmod(tmp_path / 'pd-node-1' / 'sglang-decode.sh', 0o644)
+    third = run_module(file_set, {'dest': str(tmp_path), 'files': FILES})
+    assert sorted(third['written']) == ['pd-node-0/sglang-router.json', 'pd-node-1/sglang-decode.sh']
+    assert (tmp_path / 'pd-node-0' / 'sglang-router.json').read_text() == '{}\n'
+    assert not [name for name in os.listdir(tmp_path / 'pd-node-0') if name.startswith('.file-set-')]
+
+
+def test_check_mode_writes_nothing(tmp_path):
+    result = run_module(file_set, {'dest': str(tmp_path / 'out'), 'files': FILES}, check_mode=True)
+    assert result['changed'] and len(result['written']) == 3
+    assert not (tmp_path / 'out').exists()
+
+
+def test_paths_outside_dest_are_refused_before_anything_is_written(tmp_path):
+    files = FILES + [{'path': '../escape.sh', 'content': 'x'}, {'path': '/etc/passwd', 'content': 'x'}]
+    result = run_module(file_set, {'dest': str(tmp_path / 'out'), 'files': files})
+    assert result['failed'] and 'Nothing was changed' in result['msg']
+    assert "'../escape.sh'" in result['msg'] and "'/etc/passwd'" in result['msg']
+    assert not (tmp_path / 'out').exists() and not (tmp_path / 'escape.sh').exists()
+
+
+def test_a_path_named_twice_and_a_bad_mode_are_refused(tmp_path):
+    files = [FILES[0], dict(FILES[0]), {'path': 'a.sh', 'content': 'x', 'mode': 'rwx'}]
+    result = run_module(file_set, {'dest': str(tmp_path), 'files': files})
+    assert result['failed'] and 'named twice' in result['msg'] and "'rwx' is not an octal string" in result['msg']
+    assert os.listdir(tmp_path) == []
+
+
+def test_absolute_paths_without_dest_with_directories_secrets_and_absent(tmp_path):
+    stale = tmp_path / 'etc' / 'old.secret.json'
+    stale.parent.mkdir()
+    stale.write_text('{}')
+    args = {
+        'directories': [{'path': str(tmp_path / 'etc'), 'mode': '0750'}],
+        'files': [{'path': str(tmp_path / 'etc' / 'svc.env'), 'content': 'A=1\n', 'mode': '0600'}],
+        'secret_files': [{'path': str(tmp_path / 'etc' / 'svc.secret.json'), 'content': '{"api_key": "s3cr3t-value"}\n'}],
+        'absent': [str(stale)],
+    }
+    result = run_module(file_set, args, diff=True)
+    assert sorted(result['changed_paths']) == sorted([str(tmp_path / 'etc'), str(tmp_path / 'etc' / 'svc.env'),
+                                                      str(tmp_path / 'etc' / 'svc.secret.json'), str(stale)])
+    assert sorted(result['written']) == sorted([str(tmp_path / 'etc' / 'svc.env'), str(tmp_path / 'etc' / 'svc.secret.json')])
+    assert os.stat(tmp_path / 'etc').st_mode & 0o777 == 0o750
+    assert os.stat(tmp_path / 'etc' / 'svc.secret.json').st_mode & 0o777 == 0o600
+    assert not stale.exists()
+    # The diff shows the plain file and never the secret.
+    assert [d['after'] for d in result['diff']] == ['A=1\n']
+    assert 's3cr3t-value' not in repr(result)
+    again = run_module(file_set, args, diff=True)
+    assert not again['changed'] and again['changed_paths'] == [] and 'diff' not in again
+
+
+def test_a_relative_path_without_dest_is_refused(tmp_path):
+    result = run_module(file_set, {'files': [{'path': 'etc/x.env', 'content': 'x'}]})
+    assert result['failed'] and "'etc/x.env': write an absolute path" in result['msg']
