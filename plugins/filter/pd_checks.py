@@ -240,7 +240,7 @@ class _Overlay(Mapping):
 # --------------------------------------------------------------------------- inventory
 
 def pd_inventory(hostvars, hosts):
-    """What the checks read of each PD host, each variable templated once.
+    """What the checks read of each PD host, each variable templated once (called by pd_preflight).
 
     Returns ``{"hosts": {host: {name: value}}, "problems": [...]}``: every variable of the
     collection (COLLECTION_PREFIXES, and any other ``sglang_*``) and ``ansible_host`` /
@@ -1343,7 +1343,6 @@ class FilterModule:
 
     def filters(self):
         return {
-            "pd_inventory": pd_inventory,
             "pd_model": pd_model,
             "pd_role_vars": pd_role_vars,
             "pd_check_build": pd_check_build,

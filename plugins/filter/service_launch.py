@@ -14,6 +14,7 @@ import json
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.mindverse.sglang_pd.plugins.filter.pd import (
+    _url_host,
     docker_run_argv,
     docker_run_options,
     router_launch,
@@ -108,10 +109,6 @@ def launch_script(docker_argv, description, managed="Ansible managed"):
             f"# {description}\n"
             "# Starts the container detached and returns; the unit's follower then waits on it.\n"
             f"exec {shell_join(docker_argv)}\n")
-
-
-def _url_host(address):
-    return f"[{address}]" if ":" in str(address) else str(address)
 
 
 def _worker_files(worker, role_vars, managed):
