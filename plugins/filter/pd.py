@@ -107,6 +107,14 @@ SECRET_NAME = re.compile(r"key|token|pas+w|pwd|secret|credential|auth", re.IGNOR
 # The router's static membership (--prefill URL PORT ... --decode URL ...), in an env file of
 # its own so that a scale operation rewrites it from the plan without touching the command.
 ROUTER_WORKERS_ENV = "SGLANG_PD_ROUTER_WORKERS"
+# The router's generations (sglang_router_generation): the module each is started as. The
+# router left the SGLang repository as sglang-router (its last release 0.3.2), then became
+# SMG (PyPI smg). "auto" takes the generation the image's router probe found (tasks/flags.yml),
+# sglang-router while it is unknown (the render).
+ROUTER_LAUNCH_MODULES = {"sglang-router": "sglang_router.launch_router", "smg": "smg.launch_router"}
+ROUTER_GENERATION_DEFAULT = "sglang-router"
+# The line the router probe prints before the router's --help (roles/sglang_router/tasks/flags.yml).
+ROUTER_GENERATION_MARK = "sglang-pd-router-generation:"
 
 
 def _url_host(address: str) -> str:
@@ -667,6 +675,7 @@ def router_launch(prefills, decodes, role_vars, address, supported=None, listen_
                 dropped.append(_flag(key))
                 del options[key]
     python = _value(role_vars, "sglang_router_python", "python")
+    generation = router_generation(role_vars, supported)
     secret_args, missing = [], []
     api_key = role_vars.get("sglang_router_api_key")
     if api_key:
@@ -679,10 +688,11 @@ def router_launch(prefills, decodes, role_vars, address, supported=None, listen_
         missing = [f for f in secret_args if f in ("--api-key", "--control-plane-api-keys") and f not in flags]
     env, secret_env = split_secret_env(router_env(role_vars), role_vars.get("sglang_router_secret_env"))
     secret = service_secret(secret_args, secret_env)
-    argv = launcher_argv(python, "sglang_router.launch_router", secret) + ["--pd-disaggregation"]
+    argv = launcher_argv(python, ROUTER_LAUNCH_MODULES[generation], secret) + ["--pd-disaggregation"]
     argv += cli_options(options) + [str(a) for a in (role_vars.get("sglang_router_extra_args") or [])]
     return {
         "argv": argv,
+        "generation": generation,
         "workers": router_membership(prefills, decodes),
         "workers_env": router_workers_env(prefills, decodes),
         "options": options,
@@ -692,6 +702,30 @@ def router_launch(prefills, decodes, role_vars, address, supported=None, listen_
         "secret": secret,
         "secret_redacted": redact_secret(secret),
     }
+
+
+def router_generation(role_vars, supported=None):
+    """The router generation to start: sglang_router_generation, else what the image probe found."""
+    generation = _value(role_vars, "sglang_router_generation", "auto")
+    if generation in ROUTER_LAUNCH_MODULES:
+        return generation
+    found = (supported or {}).get("generation")
+    return found if found in ROUTER_LAUNCH_MODULES else ROUTER_GENERATION_DEFAULT
+
+
+def router_probe_script(generation="auto"):
+    """Python that prints the router's generation, then its ``--help``, in the image.
+
+    With GENERATION ``auto`` the image decides: SMG when its ``smg`` package is importable,
+    else sglang-router.
+    """
+    if generation in ROUTER_LAUNCH_MODULES:
+        pick = repr(generation)
+    else:
+        pick = "'smg' if importlib.util.find_spec('smg') else 'sglang-router'"
+    modules = repr(ROUTER_LAUNCH_MODULES)
+    return (f"import importlib.util,runpy,sys;g={pick};print({ROUTER_GENERATION_MARK!r},g,flush=True);"
+            f"m={modules}[g];sys.argv=[m,'--help'];runpy.run_module(m,run_name='__main__',alter_sys=True)")
 
 
 def router_env(role_vars):
@@ -738,17 +772,23 @@ def volumes_holding(volumes, container_path):
 
 
 def router_help_flags(text):
-    """The flags and choices a router's ``--help`` output lists.
+    """The flags and choices a router's ``--help`` output lists, and its generation.
 
-    Returns ``{"flags": [...], "choices": {flag: [...]}}``.
+    Returns ``{"flags": [...], "choices": {flag: [...]}, "generation": NAME|None}``; the
+    generation is the one the probe (``router_probe_script``) printed. A flag cut where the
+    help text wraps mid-word (``--api-`` at the end of a line) is not a flag.
     """
     flags, choices = set(), {}
     for match in re.finditer(r"(?<![\w-])(--[a-z0-9][a-z0-9-]*)(?:[ =]\{([^}]*)\})?", text or ""):
+        if match.group(1).endswith("-"):
+            continue
         flags.add(match.group(1))
         if match.group(2):
             choices.setdefault(match.group(1), [c.strip() for c in match.group(2).split(",") if c.strip()])
     flags.discard("--help")
-    return {"flags": sorted(flags), "choices": choices}
+    found = re.search(re.escape(ROUTER_GENERATION_MARK) + r"\s*(\S+)", text or "")
+    generation = found.group(1) if found and found.group(1) in ROUTER_LAUNCH_MODULES else None
+    return {"flags": sorted(flags), "choices": choices, "generation": generation}
 
 
 def docker_run_options(container):
@@ -847,6 +887,7 @@ class FilterModule:
             "router_worker_spec": router_worker_spec,
             "sglang_router_launch": router_launch,
             "sglang_router_help_flags": router_help_flags,
+            "sglang_router_probe_script": router_probe_script,
             "volume_host_path": volume_host_path,
             "volumes_holding": volumes_holding,
             "secret_volume": secret_volume,

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import shlex
+import subprocess
+import sys
 
 import pytest
 from ansible.errors import AnsibleFilterError
@@ -400,7 +402,80 @@ def test_router_help_flags():
     assert found["flags"] == sorted(["--host", "--port", "--policy", "--prefill-policy", "--pd-disaggregation", "--prefill",
                                      "--decode", "--prometheus-port", "--api-key", "--control-plane-api-keys"])
     assert found["choices"]["--prefill-policy"][-1] == "bucket"
-    assert pd.router_help_flags("") == {"flags": [], "choices": {}}
+    assert found["generation"] is None
+    assert pd.router_help_flags("") == {"flags": [], "choices": {}, "generation": None}
+
+
+# SMG's help, as an 80-column terminal wraps it: argparse breaks descriptions at hyphens.
+HELP_SMG_WRAPPED = """sglang-pd-router-generation: smg
+usage: launch_router.py [-h] [--host HOST] [--port PORT] [--pd-disaggregation]
+  --remove-unhealthy-workers, --no-remove-unhealthy-workers
+                        Take unhealthy workers out; use the --no-
+                        form to keep them. See also --worker-
+                        startup-timeout-secs.
+  --worker-startup-timeout-secs WORKER_STARTUP_TIMEOUT_SECS
+  --policy {random,round_robin,cache_aware,power_of_two,least_load,consistent_hashing}
+"""
+
+
+def test_router_help_flags_skip_words_cut_where_the_help_wraps():
+    found = pd.router_help_flags(HELP_SMG_WRAPPED)
+    assert found["flags"] == sorted(["--host", "--port", "--pd-disaggregation", "--remove-unhealthy-workers",
+                                     "--no-remove-unhealthy-workers", "--worker-startup-timeout-secs", "--policy"])
+    assert "least_load" in found["choices"]["--policy"]
+    assert found["generation"] == "smg"
+
+
+def test_router_help_flags_ignore_an_unknown_generation():
+    assert pd.router_help_flags("sglang-pd-router-generation: other\n  --port PORT")["generation"] is None
+
+
+@pytest.mark.parametrize("setting, probed, expected", [
+    ("auto", None, "sglang-router"),
+    ("auto", {"flags": ["--port"], "generation": "smg"}, "smg"),
+    ("auto", {"flags": ["--port"]}, "sglang-router"),
+    ("smg", None, "smg"),
+    ("sglang-router", {"flags": ["--port"], "generation": "smg"}, "sglang-router"),
+])
+def test_router_generation_is_the_setting_else_what_the_image_holds(setting, probed, expected):
+    assert pd.router_generation({"sglang_router_generation": setting}, probed) == expected
+
+
+def test_smg_router_is_started_as_smg_launch_router():
+    prefills, decodes = _router_workers()
+    launch = pd.router_launch(prefills, decodes, dict(ROUTER_VARS, sglang_router_generation="smg"), "10.0.0.2")
+    assert launch["argv"][3] == "smg.launch_router"
+    assert launch["generation"] == "smg"
+    probed = {"flags": ["--pd-disaggregation", "--policy", "--port", "--host"], "generation": "smg"}
+    launch = pd.router_launch(prefills, decodes, dict(ROUTER_VARS), "10.0.0.2", probed)
+    assert launch["argv"][3] == "smg.launch_router"
+
+
+def _fake_router_packages(root):
+    """Two importable router packages whose launch_router prints the arguments it was given."""
+    for package in ("sglang_router", "smg"):
+        (root / package).mkdir()
+        (root / package / "__init__.py").write_text("")
+        (root / package / "launch_router.py").write_text(
+            f"import sys\nprint('{package}', ' '.join(sys.argv[1:]))\n")
+
+
+@pytest.mark.parametrize("setting, present, expected", [
+    ("auto", ("sglang_router", "smg"), "smg"),
+    ("auto", ("sglang_router",), "sglang-router"),
+    ("sglang-router", ("sglang_router", "smg"), "sglang-router"),
+])
+def test_router_probe_prints_the_generation_then_its_help(tmp_path, setting, present, expected):
+    _fake_router_packages(tmp_path)
+    for package in ("sglang_router", "smg"):
+        if package not in present:
+            for item in (tmp_path / package).iterdir():
+                item.unlink()
+            (tmp_path / package).rmdir()
+    done = subprocess.run([sys.executable, "-c", pd.router_probe_script(setting)], capture_output=True, text=True,
+                          check=True, env={"PYTHONPATH": str(tmp_path)})
+    assert pd.router_help_flags(done.stdout)["generation"] == expected
+    assert done.stdout.splitlines()[1] == expected.replace("-", "_") + " --help"
 
 
 # --------------------------------------------------------------------------- docker and shell
