@@ -1,12 +1,13 @@
 # Copyright: mindverse
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Generate the SGLang and sglang-router flag tables shipped in the collection.
+"""Generate the SGLang and router (sglang-router, smg) flag tables shipped in the collection.
 
 Each table is read from the release's own definition of its arguments with ``ast``
 (nothing is imported or run):
 
 * SGLang: ``sglang/srt/server_args.py``, class ``ServerArgs``;
-* sglang-router: ``sglang_router/router_args.py``, class ``RouterArgs``.
+* sglang-router: ``sglang_router/router_args.py``, class ``RouterArgs``;
+* smg (sglang-router's successor): ``smg/router_args.py``, class ``RouterArgs``.
 
 Two sources of flags are read:
 
@@ -18,23 +19,24 @@ Two sources of flags are read:
 * every ``add_argument(...)`` call inside the class (deprecated flags, dynamic choices,
   the router's flags, whose names are f-strings with an empty ``prefix``).
 
-Choices that name a module-level list or tuple of literals are resolved; choices
-computed at run time (plugin registries) are left open (``None``: any value). The
-fields' types (``int``, ``float``, ``str``) and literal defaults are kept too: the
+Choices that name a module-level list or tuple of literals (``*OTHER`` spread in) are
+resolved; choices computed at run time (plugin registries) are left open (``None``: any
+value). The fields' types (``int``, ``float``, ``str``) and literal defaults are kept too: the
 preflight reads the options as the release would, and refuses a value of the wrong type.
 
 The releases are pinned in ``requirements-sources.txt``; the set-up downloads them to
-``.cache/sources``, and ``tests/unit/scripts/test_flag_tables_match_sources.py`` fails
+``.cache/sources``, and ``tests/unit/scripts/test_sglang_rules_match_sources.py`` fails
 when a shipped table is not what this script makes of them.
 
 Usage::
 
-    python scripts/gen_sglang_allowlist.py                          # both, the pinned releases
+    python scripts/gen_sglang_allowlist.py                          # every package, the pinned releases
     python scripts/gen_sglang_allowlist.py --package sglang --version 0.5.15
     python scripts/gen_sglang_allowlist.py --package sglang --source path/to/server_args.py --version 0.5.14
 
-The result is ``plugins/module_utils/_sglang_flags_v<VERSION>.py`` (SGLang) or
-``plugins/module_utils/_sglang_router_flags_v<VERSION>.py`` (dots become underscores): a
+The result is ``plugins/module_utils/_sglang_flags_v<VERSION>.py`` (SGLang),
+``plugins/module_utils/_sglang_router_flags_v<VERSION>.py`` (sglang-router) or
+``plugins/module_utils/_smg_router_flags_v<VERSION>.py`` (smg), dots become underscores: a
 Python module of dict literals, so it ships inside the collection and passes
 ``ansible-test sanity``.
 """
@@ -65,6 +67,7 @@ SCALAR_TYPES = ('int', 'float', 'str')
 PACKAGES = {
     'sglang': ('sglang/srt/server_args.py', 'ServerArgs', '_sglang_flags_v%s.py', 'SGLang'),
     'sglang-router': ('sglang_router/router_args.py', 'RouterArgs', '_sglang_router_flags_v%s.py', 'sglang-router'),
+    'smg': ('smg/router_args.py', 'RouterArgs', '_smg_router_flags_v%s.py', 'smg'),
 }
 
 HEADER = '''\
@@ -175,10 +178,7 @@ class Constants:
         if isinstance(node, ast.Constant) and isinstance(node.value, (str, int, float)):
             return node.value
         if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
-            items = [self.resolve(e) for e in node.elts]
-            if any(i is None or isinstance(i, tuple) for i in items):
-                return None
-            return tuple(items)
+            return self._items(node.elts)
         if isinstance(node, ast.Name):
             return self.values.get(node.id)
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
@@ -186,6 +186,22 @@ class Constants:
             if isinstance(left, tuple) and isinstance(right, tuple):
                 return left + right
         return None
+
+    def _items(self, elements):
+        """The literals of a list/tuple/set display, ``*NAME`` spread in; None when not static."""
+        items = []
+        for element in elements:
+            if isinstance(element, ast.Starred):
+                spread = self.resolve(element.value)
+                if not isinstance(spread, tuple):
+                    return None
+                items.extend(spread)
+                continue
+            item = self.resolve(element)
+            if item is None or isinstance(item, tuple):
+                return None
+            items.append(item)
+        return tuple(items)
 
 
 def _keywords(call):

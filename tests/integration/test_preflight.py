@@ -403,7 +403,7 @@ CASES = [
     ('context-length-with-unit', set_host('d1', sglang_worker_decode_options={'context_length': '128k'}), None,
      ['d1: sglang_worker_decode_options: --context-length 128k: not a number']),
     ('router-log-level-choice', set_host('d0', sglang_router_log_level='verbose'), None,
-     ['d0: sglang_router_log_level = "verbose": not a choice of the router (sglang-router 0.3.2)',
+     ['d0: sglang_router_log_level = "verbose": not a choice of the router (sglang-router 0.3.2 or smg 1.13.0)',
       'write one of debug, info, warn, error']),
     ('router-policy-through-options', set_host('d0', sglang_router_options={'policy': 'random'}), None,
      ['d0: sglang_router_options.policy = "random": the collection sets --policy from sglang_router_policy',
@@ -414,7 +414,7 @@ CASES = [
     ('router-option-with-unit', set_host('d0', sglang_router_options={'max_concurrent_requests': '64k'}), None,
      ['d0: sglang_router_options.max_concurrent_requests = "64k": not a number (read as int)']),
     ('router-extra-arg-choice', set_host('d0', sglang_router_extra_args=['--history-backend', 'sqlite']), None,
-     ['d0: sglang_router_extra_args: --history-backend sqlite: not a valid choice (sglang-router 0.3.2)']),
+     ['d0: sglang_router_extra_args: --history-backend sqlite: not a valid choice (sglang-router 0.3.2 or smg 1.13.0)']),
     # Decode layouts the prefill's KV sender cannot serve (SGLang checks them at the first request).
     ('decode-context-parallel', set_host('d1', sglang_worker_decode_options={'attn_cp_size': 2}), None,
      ['d1: sglang_worker_decode_options.attn_cp_size = 2: a decode worker receives the KV cache with context parallelism off',

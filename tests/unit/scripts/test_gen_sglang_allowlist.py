@@ -11,6 +11,8 @@ import textwrap
 import pytest
 
 from ansible_collections.mindverse.sglang_pd.plugins.module_utils import _sglang_flags_v0_5_14 as shipped
+from ansible_collections.mindverse.sglang_pd.plugins.module_utils import _sglang_router_flags_v0_3_2 as shipped_router
+from ansible_collections.mindverse.sglang_pd.plugins.module_utils import _smg_router_flags_v1_13_0 as shipped_smg
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 SPEC = importlib.util.spec_from_file_location("gen_sglang_allowlist", os.path.join(REPO, "scripts", "gen_sglang_allowlist.py"))
@@ -142,6 +144,34 @@ def test_router_flags_from_f_strings_with_types_and_defaults():
     types, defaults = gen.parse_types(ROUTER_ARGS, "RouterArgs")
     assert types == {"cache_threshold": "float", "log_level": "str", "max_tree_size": "int", "policy": "str"}
     assert defaults == {"cache_threshold": 0.3, "log_level": None, "max_tree_size": 2 ** 26, "policy": "cache_aware"}
+
+
+def test_choices_spread_from_another_list():
+    text = textwrap.dedent('''
+        COMMON = ["random", "least_load"]
+        PREFILL = [*COMMON, "bucket"]
+        OPEN = [*registry(), "bucket"]
+
+        class RouterArgs:
+            @staticmethod
+            def add_cli_args(parser, use_router_prefix=False):
+                prefix = "router-" if use_router_prefix else ""
+                parser.add_argument(f"--{prefix}prefill-policy", type=str, choices=PREFILL)
+                parser.add_argument(f"--{prefix}parser", type=str, choices=OPEN)
+    ''')
+    flags = gen.parse_arguments(text, "RouterArgs")
+    assert flags["--prefill-policy"][2] == ("random", "least_load", "bucket")
+    assert flags["--parser"][2] is None
+
+
+def test_shipped_smg_table_is_the_successor_of_sglang_router():
+    assert shipped_smg.VERSION == "1.13.0" and len(shipped_smg.FLAGS) > len(shipped_router.FLAGS)
+    assert "--mini-lb" in shipped_router.FLAGS and "--mini-lb" not in shipped_smg.FLAGS
+    for policy in ("least_load", "consistent_hashing", "prefix_hash", "passthrough"):
+        assert policy not in shipped_router.FLAGS["--policy"][2]
+        for flag in ("--policy", "--prefill-policy", "--decode-policy"):
+            assert policy in shipped_smg.FLAGS[flag][2], (flag, policy)
+    assert "bucket" in shipped_smg.FLAGS["--prefill-policy"][2]
 
 
 def test_assertions_carry_their_guards():
