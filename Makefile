@@ -60,6 +60,7 @@ bench: setup  # results go to docs/benchmarks.md (image_artifacts replaces its o
 	python bench/bench_model_verify.py --append docs/benchmarks.md
 	python bench/bench_model_stage.py --append docs/benchmarks.md
 	python bench/bench_render.py --hosts 32 1000 --runs 3 --append docs/benchmarks.md
+	python bench/bench_scaling.py --nodes 3 6 12 --noop-runs 2 --append docs/benchmarks.md
 	$(MAKE) --no-print-directory demo
 	python bench/bench_noop.py --runs 3 --append docs/benchmarks.md
 	$(MAKE) --no-print-directory demo-down

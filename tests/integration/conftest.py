@@ -18,3 +18,6 @@ if COLLECTIONS not in sys.path:
 # tests/image_names.py: the images set-up builds.
 if os.path.join(REPO, 'tests') not in sys.path:
     sys.path.insert(0, os.path.join(REPO, 'tests'))
+# tests/unit/module_runner.py: runs a module in-process (test_smg_router.py).
+if os.path.join(REPO, 'tests', 'unit') not in sys.path:
+    sys.path.append(os.path.join(REPO, 'tests', 'unit'))

@@ -284,6 +284,248 @@ class RouterV024App(RouterV03App):
         return reply
 
 
+class SmgRouterApp(App):
+    """SMG 1.13.0 (the ``smg`` package, successor of sglang-router), as observed on the real router.
+
+    How it was observed: smg 1.13.0 installed from the package index into its own virtualenv,
+    ``python -m smg.launch_router --pd-disaggregation --host 127.0.0.1 ... --prefill URL PORT
+    --decode URL --worker-startup-check-interval 1`` against tests/standin prefill and decode
+    servers on loopback, driven with curl and a 50 ms polling script (the same set-up as
+    tests/integration/test_smg_router.py, which runs the module against it). It answered:
+
+    * ``GET /workers``: ``{"workers": [...], "total": N, "stats": {"prefill_count": P,
+      "decode_count": D, "regular_count": R}}``, each worker with ``id`` (a UUID), ``url``,
+      ``worker_type``, ``is_healthy``, ``status`` (``ready``, or ``draining`` for about 5 s after
+      its DELETE) and, for prefill only, ``bootstrap_port``. A worker whose registration still
+      runs is NOT listed.
+    * ``POST /workers``: 202 ``{"status": "accepted", "worker_id": ID, "url": URL, "location":
+      "/workers/ID", "message": "Worker addition queued for background processing"}``. Again for a
+      URL whose registration runs: 409 ``{"error": "Worker creation already in progress for URL
+      'URL' with ID ID. Poll GET /workers/ID.", "code": "WORKER_CREATE_IN_PROGRESS"}``; for a
+      registered URL: 409 ``WORKER_ALREADY_EXISTS``, naming the ID likewise.
+    * ``GET /workers/{id}`` of a registration that runs: 200, a placeholder (``worker_type``
+      ``regular`` whatever was posted, ``status`` ``pending``, ``is_healthy`` false) with
+      ``"job_status": {"job_type": "AddWorker", "worker_url": URL, "status": "processing",
+      "message": null, "timestamp": <unix s>}``. When the job fails (a worker that does not
+      answer /health, once --worker-startup-timeout-secs has passed), 404 ``{"error": "Worker ID
+      not found", "code": "WORKER_NOT_FOUND"}`` at once: no ``failed`` job_status ever showed, and
+      the reason was only in the router's log (``Failed job: type=AddWorker, worker=URL, error=...``).
+      An id that is not a UUID: 400 ``BAD_REQUEST``.
+    * ``DELETE /workers/{id}`` of a listed worker: 202 ``{"status": "accepted", "worker_id": ID,
+      "message": "Worker removal queued for background processing"}``; listed as ``draining``
+      (``job_status`` RemoveWorker processing), then gone. Of a registration that runs: 202 as
+      well, but its RemoveWorker job fails at once (``job_status`` RemoveWorker ``failed``, "Workflow
+      failed at step find_workers_to_remove: Step failed: find_workers_to_remove - Worker URL not
+      found", the placeholder still ``pending``) and the registration goes on: the worker was listed,
+      under the same id, as soon as a server answered at its URL.
+    * With ``--control-plane-api-keys id:name:role:key``: without a key 401 "Missing or invalid
+      Authorization header", with an unknown key 401 "Invalid authentication token" (text/plain);
+      a ``user`` key may GET, but POST and DELETE answer 403 "Admin role required for this control
+      plane operation" (text/plain).
+
+    Time is counted in ``GET /workers`` requests (like ``RouterV03App``): a registration ends with
+    the ``register_after``-th one after its POST (never if None), with a listed worker unless its URL
+    is in ``unreachable``; a removal ends with the ``remove_after``-th (at once if 0).
+    ``registering`` are registrations already running when the fake starts. ``control_plane_keys``
+    maps each key to its role.
+    """
+
+    version = '1.13.0'
+    placeholder_type = 'regular'
+
+    def __init__(self, workers=(), registering=(), unreachable=(), register_after=2, remove_after=1,
+                 control_plane_keys=None):
+        super().__init__()
+        self.workers = []
+        self.registrations = {}  # id -> {'spec', 'gets_left', 'job_status'}
+        self.removals = {}  # id -> GET /workers left until the worker is gone
+        self.unreachable = set(unreachable)
+        self.register_after = register_after
+        self.remove_after = remove_after
+        self.control_plane_keys = control_plane_keys or {}
+        for spec in workers:
+            self._register(str(uuid.uuid4()), dict(spec))
+        for spec in registering:
+            self._start_registration(dict(spec))
+
+    # -- auth
+    def unauthorised(self, request):
+        if not self.control_plane_keys:
+            return None
+        header = request.headers.get('Authorization') or ''
+        if not header.startswith('Bearer '):
+            return self._text(401, 'Missing or invalid Authorization header')
+        role = self.control_plane_keys.get(header[len('Bearer '):])
+        if role is None:
+            return self._text(401, 'Invalid authentication token')
+        if role != 'admin' and request.method != 'GET':
+            return self._text(403, 'Admin role required for this control plane operation')
+        return None
+
+    @staticmethod
+    def _text(status, text):
+        return Reply(status, text, content_type='text/plain; charset=utf-8')
+
+    # -- state
+    @staticmethod
+    def _job(job_type, url, status, message=None):
+        return dict(job_type=job_type, worker_url=url, status=status, message=message, timestamp=int(time.time()))
+
+    def _register(self, worker_id, spec):
+        worker = dict(id=worker_id, model_id='glm-test', url=spec['url'], worker_type=spec.get('worker_type', 'regular'),
+                      connection_mode='http', runtime_type='sglang', priority=50, cost=1.0, is_healthy=True,
+                      status='ready', load=0, http2=False)
+        if worker['worker_type'] == 'prefill':
+            worker['bootstrap_port'] = spec.get('bootstrap_port')
+        self.workers.append(worker)
+
+    def _start_registration(self, spec):
+        worker_id = str(uuid.uuid4())
+        self.registrations[worker_id] = dict(spec=spec, gets_left=self.register_after,
+                                             job_status=self._job('AddWorker', spec['url'], 'processing'))
+        return worker_id
+
+    def _end_registration(self, worker_id):
+        registration = self.registrations.pop(worker_id)
+        if registration['spec']['url'] not in self.unreachable:
+            self._register(worker_id, registration['spec'])
+
+    def _tick(self):
+        for worker_id, registration in list(self.registrations.items()):
+            if registration['gets_left'] is not None:
+                registration['gets_left'] -= 1
+                if registration['gets_left'] <= 0:
+                    self._end_registration(worker_id)
+        for worker_id in list(self.removals):
+            self.removals[worker_id] -= 1
+            if self.removals[worker_id] <= 0:
+                self._drop(worker_id)
+
+    def _drop(self, worker_id):
+        self.removals.pop(worker_id, None)
+        self.workers = [w for w in self.workers if w['id'] != worker_id]
+
+    def registered(self, url):
+        return next((w for w in self.workers if w['url'] == url), None)
+
+    def registration_id(self, url):
+        return next((i for i, r in self.registrations.items() if r['spec']['url'] == url), None)
+
+    def listed(self):
+        return sorted((w['url'], w['worker_type']) for w in self.workers)
+
+    # -- answers
+    def placeholder(self, worker_id):
+        registration = self.registrations[worker_id]
+        return dict(id=worker_id, url=registration['spec']['url'], worker_type=self.placeholder_type,
+                    connection_mode='http', runtime_type='unspecified', priority=50, cost=1.0,
+                    max_connection_attempts=20, is_healthy=False, status='pending', load=0, http2=False,
+                    job_status=registration['job_status'])
+
+    @staticmethod
+    def not_found(worker_id):
+        return Reply(404, {'error': 'Worker %s not found' % worker_id, 'code': 'WORKER_NOT_FOUND'})
+
+    def route(self, request):
+        if request.path == '/workers' and request.method == 'GET':
+            self._tick()
+            stats = dict(('%s_count' % t, len([w for w in self.workers if w['worker_type'] == t]))
+                         for t in ('prefill', 'decode', 'regular'))
+            return Reply(200, dict(workers=[dict(w) for w in self.workers], total=len(self.workers), stats=stats))
+        if request.path == '/workers' and request.method == 'POST':
+            return self.post(request.json())
+        if request.path.startswith('/workers/'):
+            worker_id = request.path[len('/workers/'):]
+            try:
+                uuid.UUID(worker_id)
+            except ValueError:
+                return Reply(400, {'error': "Invalid worker_id '%s' (expected UUID)." % worker_id, 'code': 'BAD_REQUEST'})
+            if request.method == 'GET':
+                return self.get(worker_id)
+            if request.method == 'DELETE':
+                return self.delete(worker_id)
+        return super().route(request)
+
+    def post(self, spec):
+        worker = self.registered(spec['url'])
+        if worker is not None:
+            return Reply(409, {'error': "Worker already exists at URL '%s' with ID %s. Use PUT /workers/%s to replace "
+                                        "or PATCH /workers/%s to update." % ((spec['url'],) + (worker['id'],) * 3),
+                               'code': 'WORKER_ALREADY_EXISTS'})
+        running = self.registration_id(spec['url'])
+        if running is not None:
+            return self.post_while_registering(running, spec)
+        worker_id = self._start_registration(spec)
+        return Reply(202, dict(status='accepted', worker_id=worker_id, url=spec['url'],
+                               location='/workers/%s' % worker_id,
+                               message='Worker addition queued for background processing'))
+
+    def post_while_registering(self, worker_id, spec):
+        return Reply(409, {'error': "Worker creation already in progress for URL '%s' with ID %s. Poll GET /workers/%s."
+                                    % (spec['url'], worker_id, worker_id), 'code': 'WORKER_CREATE_IN_PROGRESS'})
+
+    def get(self, worker_id):
+        worker = next((w for w in self.workers if w['id'] == worker_id), None)
+        if worker is not None:
+            return Reply(200, dict(worker))
+        if worker_id in self.registrations:
+            return Reply(200, self.placeholder(worker_id))
+        return self.not_found(worker_id)
+
+    def delete(self, worker_id):
+        worker = next((w for w in self.workers if w['id'] == worker_id), None)
+        if worker is not None:
+            worker.update(status='draining', is_healthy=False,
+                          job_status=self._job('RemoveWorker', worker['url'], 'processing'))
+            self.removals[worker_id] = self.remove_after
+            if self.remove_after == 0:
+                self._drop(worker_id)
+        elif worker_id in self.registrations:
+            url = self.registrations[worker_id]['spec']['url']
+            self.registrations[worker_id]['job_status'] = self._job(
+                'RemoveWorker', url, 'failed', 'Workflow failed at step find_workers_to_remove: Step failed: '
+                'find_workers_to_remove - Worker %s not found' % url)
+        else:
+            return self.not_found(worker_id)
+        return Reply(202, dict(status='accepted', worker_id=worker_id,
+                               message='Worker removal queued for background processing'))
+
+
+class RouterV032JobsApp(SmgRouterApp):
+    """sglang-router 0.3.2 where it differs from ``SmgRouterApp``, as observed on the real router.
+
+    Observed like ``SmgRouterApp`` (``python -m sglang_router.launch_router --pd-disaggregation``,
+    sglang-router 0.3.2 from the package index, --worker-startup-timeout-secs 5): the 202 answer and
+    ``GET /workers/{id}`` are shaped alike (its workers have no ``status`` field, which the module
+    does not read), but the placeholder's ``worker_type`` is ``unknown``, a
+    second POST of a URL whose registration runs answers 202 with the same id (no 409), and a failed
+    registration stays on ``GET /workers/{id}`` with its reason: ``"job_status": {"job_type":
+    "AddWorker", "status": "failed", "message": "Workflow failed at step detect_connection_mode: Step
+    failed: detect_connection_mode - Both HTTP and gRPC health checks failed for URL: ..."}``.
+    """
+
+    version = '0.3.2'
+    placeholder_type = 'unknown'
+
+    def _end_registration(self, worker_id):
+        registration = self.registrations[worker_id]
+        url = registration['spec']['url']
+        if url not in self.unreachable:
+            super()._end_registration(worker_id)
+            return
+        registration['gets_left'] = None
+        registration['job_status'] = self._job(
+            'AddWorker', url, 'failed', 'Workflow failed at step detect_connection_mode: Step failed: '
+            'detect_connection_mode - Both HTTP and gRPC health checks failed for %s: HTTP: Health check failed: '
+            'error sending request for url (%s/health), gRPC: gRPC failed (tried SGLang and vLLM): gRPC connection '
+            'failed: transport error' % (url, url))
+
+    def post_while_registering(self, worker_id, spec):
+        return Reply(202, dict(status='accepted', worker_id=worker_id, url=spec['url'],
+                               location='/workers/%s' % worker_id,
+                               message='Worker addition queued for background processing'))
+
+
 class LegacyRouterApp(App):
     """sglang-router 0.1.x: only /list_workers, no worker types."""
 

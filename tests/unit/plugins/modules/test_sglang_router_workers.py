@@ -3,25 +3,36 @@
 
 from __future__ import annotations
 
+import json
 import re
 from urllib.parse import quote
 
 import pytest
 
 from ansible_collections.mindverse.sglang_pd.plugins.module_utils import _router_api
-from ansible_collections.mindverse.sglang_pd.plugins.module_utils._http import HttpClient
+from ansible_collections.mindverse.sglang_pd.plugins.module_utils._http import HttpClient, HttpResponse
 from ansible_collections.mindverse.sglang_pd.plugins.module_utils._router_api import (
     RouterClient,
     RouterError,
     RouterWorkers,
     normalise_worker,
     parse_worker_type,
+    registration_id,
     summarise,
 )
 from ansible_collections.mindverse.sglang_pd.plugins.modules import sglang_router_workers
 from fake_sglang import no_proxy_env  # noqa: F401  pylint: disable=unused-import
-from fake_sglang import App, FakeServer, LegacyRouterApp, Reply, RouterV03App, RouterV024App
-from module_runner import run_module
+from fake_sglang import (
+    App,
+    FakeServer,
+    LegacyRouterApp,
+    Reply,
+    RouterV03App,
+    RouterV024App,
+    RouterV032JobsApp,
+    SmgRouterApp,
+)
+from module_runner import run_module, run_module_stdout
 
 P1 = 'http://10.0.0.11:30100'
 P2 = 'http://10.0.0.21:30100'
@@ -423,3 +434,219 @@ def test_module_fails_when_the_metrics_cannot_be_read():
         result = run_module(sglang_router_workers, dict(url=router.url, metrics_url=metrics.url))
     assert result['failed'] is True
     assert result['msg'] == "The router's metrics at %s/metrics answered HTTP 404" % metrics.url
+
+
+# ----------------------------------------------------------------- SMG: registrations followed by their id
+ADMIN_KEY = 'ADMIN-S3CRET'
+USER_KEY = 'USER-S3CRET'
+CONTROL_PLANE_KEYS = {ADMIN_KEY: 'admin', USER_KEY: 'user'}
+
+
+def followed(app):
+    """The ids the module read with GET /workers/{id}, in order, each once."""
+    ids = []
+    for request in app.calls('GET'):
+        worker_id = request.path[len('/workers/'):] if request.path.startswith('/workers/') else None
+        if worker_id and worker_id not in ids:
+            ids.append(worker_id)
+    return ids
+
+
+@pytest.mark.parametrize('answer, expected', [
+    (HttpResponse('POST', 'u', 202, b'{"status": "accepted", "worker_id": "01a238d8-062b-7097-b84a-66a160ee6aef", '
+                                    b'"location": "/workers/01a238d8-062b-7097-b84a-66a160ee6aef"}'),
+     '01a238d8-062b-7097-b84a-66a160ee6aef'),
+    (HttpResponse('POST', 'u', 409, b'{"error": "Worker creation already in progress for URL \'http://h:1\' with ID '
+                                    b'01a238d8-238c-75df-b713-2af8caa67220. Poll GET /workers/01a238d8-238c-75df-b713-'
+                                    b'2af8caa67220.", "code": "WORKER_CREATE_IN_PROGRESS"}'),
+     '01a238d8-238c-75df-b713-2af8caa67220'),
+    # sglang-router 0.3.x/0.2.4 as the fakes above answer: no location, nothing to follow.
+    (HttpResponse('POST', 'u', 202, b'{"status": "accepted", "worker_id": "http://h:1"}'), None),
+    (HttpResponse('POST', 'u', 409, b'{"error": "Worker already exists at URL \'http://h:1\' with ID '
+                                    b'01a238d8-062b-7097-b84a-66a160ee6aef.", "code": "WORKER_ALREADY_EXISTS"}'), None),
+    (HttpResponse('POST', 'u', 202, b'accepted'), None),
+])
+def test_registration_id_is_read_from_the_answer(answer, expected):
+    assert registration_id(answer) == expected
+
+
+def test_smg_registration_is_followed_by_its_id_until_listed():
+    app = SmgRouterApp(workers=SEED, register_after=3)
+    with FakeServer(app) as server:
+        result = manager(server, state='present', workers=[dict(url=D2, worker_type='decode')], wait_timeout=10).run()
+    assert result['changed'] is True
+    assert app.listed() == sorted([(P1, 'prefill'), (D1, 'decode'), (D2, 'decode')])
+    assert followed(app) == [app.registered(D2)['id']]
+    assert result['counts']['decode'] == 2
+    assert result['pending'] == [] and result['registration_failures'] == []
+
+
+def test_smg_registration_that_fails_is_reported_with_the_routers_answer_not_as_a_timeout():
+    app = SmgRouterApp(workers=SEED, unreachable={D2}, register_after=2)
+    with FakeServer(app) as server:
+        with pytest.raises(RouterError) as err:
+            manager(server, state='present', workers=[dict(url=D2, worker_type='decode')], wait_timeout=60).run()
+    worker_id = followed(app)[0]
+    msg = err.value.msg
+    assert 'accepted the registration of %s but it ended without a worker' % D2 in msg
+    assert '%s (decode, id %s): GET %s/workers/%s answered HTTP 404' % (D2, worker_id, server.url, worker_id) in msg
+    assert 'WORKER_NOT_FOUND' in msg and 'Failed job: type=AddWorker' in msg
+    assert 'wait_timeout' not in msg
+    assert len(app.calls('GET')) < 10  # it stopped when the registration ended, long before wait_timeout
+    failures = err.value.result['registration_failures']
+    assert [(f['url'], f['worker_type'], f['id']) for f in failures] == [(D2, 'decode', worker_id)]
+    assert 'HTTP 404' in failures[0]['reason']
+    assert err.value.result['changed'] is True
+    assert err.value.result['pending'] == []
+
+
+def test_a_failed_registration_is_reported_with_the_routers_reason():
+    app = RouterV032JobsApp(workers=SEED, unreachable={D2}, register_after=2)
+    with FakeServer(app) as server:
+        with pytest.raises(RouterError) as err:
+            manager(server, state='present', workers=[dict(url=D2, worker_type='decode')], wait_timeout=60).run()
+    reason = app.registrations[followed(app)[0]]['job_status']['message']
+    assert reason.startswith('Workflow failed at step detect_connection_mode')
+    assert err.value.result['registration_failures'][0]['reason'] == reason
+    assert reason in err.value.msg
+    assert 'wait_timeout' not in err.value.msg
+
+
+def test_smg_registration_in_progress_is_followed_as_pending_then_listed():
+    app = SmgRouterApp(workers=SEED, registering=[dict(url=D2, worker_type='decode')], register_after=4)
+    running_id = app.registration_id(D2)
+    with FakeServer(app) as server:
+        result = manager(server, state='present', workers=[dict(url=D2, worker_type='decode')], wait_timeout=10).run()
+        again = manager(server, state='present', workers=[dict(url=D2, worker_type='decode')]).run()
+    # The POST answered 409 WORKER_CREATE_IN_PROGRESS: the module followed that registration.
+    assert posted(app) == [dict(url=D2, worker_type='decode')]
+    assert followed(app) == [running_id]
+    assert app.registered(D2)['id'] == running_id
+    assert result['counts']['decode'] == 2 and result['registration_failures'] == []
+    assert again['changed'] is False
+
+
+def test_smg_registration_still_running_at_wait_timeout_is_returned_as_pending():
+    app = SmgRouterApp(workers=SEED, unreachable={D2}, register_after=None)
+    with FakeServer(app) as server:
+        with pytest.raises(RouterError) as err:
+            manager(server, state='present', workers=[dict(url=D2, worker_type='decode')], wait_timeout=0.3).run()
+    worker_id = app.registration_id(D2)
+    assert 'did not report it within wait_timeout=0.3 s' in err.value.msg
+    assert 'not yet listed: %s (decode, id %s, job AddWorker processing since ' % (D2, worker_id) in err.value.msg
+    assert '--worker-startup-timeout-secs' in err.value.msg
+    [pending] = err.value.result['pending']
+    assert (pending['url'], pending['worker_type'], pending['id']) == (D2, 'decode', worker_id)
+    assert pending['job_status']['status'] == 'processing'
+    assert err.value.result['registration_failures'] == []
+
+
+# ----------------------------------------------------------------- SMG: removing a registration still running
+def without_job_status(pending):
+    return [dict((k, v) for k, v in p.items() if k != 'job_status') for p in pending]
+
+
+def test_smg_pending_worker_is_removed_once_its_registration_ends():
+    """present without waiting returns the registration's id; absent with it removes the worker."""
+    app = SmgRouterApp(workers=SEED, register_after=4, remove_after=1)
+    with FakeServer(app) as server:
+        started = manager(server, state='present', workers=[dict(url=D2, worker_type='decode')], wait_timeout=0).run()
+        assert app.registered(D2) is None and app.registration_id(D2) is not None
+        to_remove = without_job_status(started['pending'])
+        check = manager(server, state='absent', workers=to_remove, check_mode=True).run()
+        result = manager(server, state='absent', workers=to_remove, wait_timeout=10).run()
+    worker_id = started['pending'][0]['id']
+    assert started['pending'][0]['job_status']['job_type'] == 'AddWorker'
+    assert check['changed'] is True and check['removed'] == [dict(url=D2, worker_type='decode')]
+    assert [p['id'] for p in check['pending']] == [worker_id]
+    assert result['changed'] is True
+    assert result['removed'] == [dict(url=D2, worker_type='decode')]
+    # One DELETE, sent once the registration had ended (a DELETE before fails on SMG and would leave it registered).
+    assert deleted(app) == ['/workers/%s' % worker_id]
+    assert app.listed() == sorted([(P1, 'prefill'), (D1, 'decode')])
+    assert result['counts']['total'] == 2 and result['pending'] == []
+
+
+def test_smg_pending_registration_that_fails_needs_no_removal():
+    app = SmgRouterApp(workers=SEED, registering=[dict(url=D2, worker_type='decode')], unreachable={D2},
+                       register_after=3)
+    to_remove = [dict(url=D2, worker_type='decode', id=app.registration_id(D2))]
+    with FakeServer(app) as server:
+        result = manager(server, state='absent', workers=to_remove, wait_timeout=10).run()
+    assert deleted(app) == []
+    assert result['changed'] is False
+    assert app.listed() == sorted([(P1, 'prefill'), (D1, 'decode')])
+
+
+def test_smg_pending_worker_still_registering_at_wait_timeout_is_not_deleted():
+    app = SmgRouterApp(workers=SEED, registering=[dict(url=D2, worker_type='decode')], register_after=None)
+    worker_id = app.registration_id(D2)
+    with FakeServer(app) as server:
+        with pytest.raises(RouterError) as err:
+            manager(server, state='absent', workers=[dict(url=D2, worker_type='decode', id=worker_id)],
+                    wait_timeout=0.3).run()
+    assert 'is still registering %s (decode, id %s, job AddWorker processing' % (D2, worker_id) in err.value.msg
+    assert 'cannot be removed yet' in err.value.msg
+    assert deleted(app) == []
+    assert [p['id'] for p in err.value.result['pending']] == [worker_id]
+    assert err.value.result['changed'] is False
+
+
+def test_absent_with_an_unknown_id_changes_nothing():
+    app = SmgRouterApp(workers=SEED)
+    with FakeServer(app) as server:
+        result = manager(server, state='absent',
+                         workers=[dict(url=D2, worker_type='decode', id='01a238d8-0000-7000-8000-000000000000')]).run()
+    assert result['changed'] is False and result['removed'] == []
+    assert deleted(app) == []
+
+
+def test_absent_with_the_id_of_another_worker_fails():
+    app = SmgRouterApp(workers=SEED, registering=[dict(url=D3, worker_type='decode')], register_after=None)
+    with FakeServer(app) as server:
+        with pytest.raises(RouterError) as err:
+            manager(server, state='absent',
+                    workers=[dict(url=D2, worker_type='decode', id=app.registration_id(D3))]).run()
+    assert 'names the worker %s, not %s' % (D3, D2) in err.value.msg
+    assert deleted(app) == []
+
+
+# ----------------------------------------------------------------- SMG: control-plane keys
+@pytest.mark.parametrize('state', ['present', 'absent'])
+def test_smg_change_with_a_key_without_the_admin_role_fails_plainly(state, capsys):
+    app = SmgRouterApp(workers=SEED + [dict(url=D2, worker_type='decode')], control_plane_keys=CONTROL_PLANE_KEYS)
+    with FakeServer(app) as server:
+        args = dict(url=server.url, api_key=USER_KEY, state=state, workers=[dict(url=D3 if state == 'present' else D2,
+                                                                                 worker_type='decode')])
+        result = run_module(sglang_router_workers, args)
+        printed = run_module_stdout(sglang_router_workers, args, capsys)
+    assert result['failed'] is True and result['changed'] is False
+    assert 'the router answered HTTP 403 (Admin role required for this control plane operation)' in result['msg']
+    assert 'needs an api_key with the admin role' in result['msg']
+    assert '--control-plane-api-keys' in result['msg']
+    assert USER_KEY not in json.dumps(result) and USER_KEY not in json.dumps(printed)
+    assert printed['msg'] == result['msg']
+    assert app.listed() == sorted([(P1, 'prefill'), (D1, 'decode'), (D2, 'decode')])
+
+
+def test_smg_admin_key_changes_workers():
+    app = SmgRouterApp(workers=SEED, control_plane_keys=CONTROL_PLANE_KEYS)
+    with FakeServer(app) as server:
+        result = run_module(sglang_router_workers, dict(url=server.url, api_key=ADMIN_KEY, state='present',
+                                                        workers=[dict(url=D2, worker_type='decode')]))
+    assert not result.get('failed'), result['msg']
+    assert result['changed'] is True and result['counts']['decode'] == 2
+
+
+@pytest.mark.parametrize('api_key, expected', [
+    (None, 'HTTP 401 (Missing or invalid Authorization header): it needs an api_key'),
+    ('wrong-key', 'HTTP 401 (Invalid authentication token): it does not accept the api_key given'),
+])
+def test_smg_read_without_a_valid_key_fails_plainly(api_key, expected):
+    app = SmgRouterApp(workers=SEED, control_plane_keys=CONTROL_PLANE_KEYS)
+    with FakeServer(app) as server:
+        result = run_module(sglang_router_workers, dict(url=server.url, api_key=api_key))
+    assert result['failed'] is True
+    assert result['msg'].startswith('GET %s/workers: the router answered ' % server.url)
+    assert expected in result['msg']
+    assert 'wrong-key' not in result['msg']
