@@ -472,7 +472,8 @@ def test_router_probe_prints_the_generation_then_its_help(tmp_path, setting, pre
             for item in (tmp_path / package).iterdir():
                 item.unlink()
             (tmp_path / package).rmdir()
-    done = subprocess.run([sys.executable, "-c", pd.router_probe_script(setting)], capture_output=True, text=True,
+    # -S: only the fake packages, not the test environment's own (it has smg installed).
+    done = subprocess.run([sys.executable, "-S", "-c", pd.router_probe_script(setting)], capture_output=True, text=True,
                           check=True, env={"PYTHONPATH": str(tmp_path)})
     assert pd.router_help_flags(done.stdout)["generation"] == expected
     assert done.stdout.splitlines()[1] == expected.replace("-", "_") + " --help"
