@@ -55,7 +55,7 @@ def fan_out(nodes, image_gb, registry_gbs, node_gbs, source_concurrency, peer_co
             busiest = max(sum(1 for item in wave if item.get('peer') == peer) for peer in {i['peer'] for i in wave})
             rate = node_gbs / busiest
         seconds += image_gb / rate
-    return seconds, source_concurrency * image_gb if nodes >= source_concurrency else nodes * image_gb, len(waves)
+    return seconds, min(nodes, source_concurrency) * image_gb, len(waves)
 
 
 def minutes(seconds):

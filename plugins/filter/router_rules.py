@@ -136,31 +136,28 @@ def _refusal(host, variable, value, check, flags):
     return _problem(host, variable, value, found[0], found[1] + taken_elsewhere(check, flags))
 
 
+def _refusals(host, checks, flags):
+    """The problems of CHECKS, each (variable, value, check against a RouterFlags)."""
+    return [found for found in (_refusal(host, variable, value, check, flags) for variable, value, check in checks)
+            if found]
+
+
 def _dedicated_problems(host, role_vars, flags):
     """Router options set from their own variables (sglang_router_policy, ...)."""
-    problems = []
-    for option, name in ROUTER_OPTION_VARS:
-        value = role_vars.get(name)
-        found = _refusal(host, name, value, partial(value_problem, option, value), flags)
-        if found:
-            problems.append(found)
-    return problems
+    return _refusals(host, ((name, role_vars.get(name), partial(value_problem, option, role_vars.get(name)))
+                            for option, name in ROUTER_OPTION_VARS), flags)
 
 
 def _options_map_problems(host, role_vars, flags):
-    """Entries of sglang_router_options."""
+    """Entries of sglang_router_options, in their order."""
     problems = []
     for option, value in (role_vars.get("sglang_router_options") or {}).items():
         variable = f"sglang_router_options.{option}"
-        if option in SECRET_OPTIONS:
-            continue
         if option in DEDICATED:
             problems.append(_problem(host, variable, value, f"the collection sets --{option.replace('_', '-')} from "
                                      f"{DEDICATED[option]}, and checks it there", f"write {DEDICATED[option]}: {value} instead"))
-            continue
-        found = _refusal(host, variable, value, partial(option_problem, option, value), flags)
-        if found:
-            problems.append(found)
+        elif option not in SECRET_OPTIONS:
+            problems += _refusals(host, [(variable, value, partial(option_problem, option, value))], flags)
     return problems
 
 
