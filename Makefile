@@ -42,14 +42,16 @@ sanity:
 	bash scripts/sanity.sh --requirements
 
 # faults and scale share one fleet: faults builds it and hands it on (--destroy never),
-# scale reuses it and removes it; a fleet an earlier run left behind goes first.
+# scale runs on it with sglang-router, then again with SMG (FLEET_ROUTER=smg: the converge
+# moves the router to SMG) and removes it; a fleet an earlier run left behind goes first.
 molecule:
 	molecule test -s fleet
 	molecule test -s hosts
 	molecule test -s image
 	molecule destroy -s faults
 	molecule test -s faults --destroy never
-	molecule test -s scale
+	molecule test -s scale --destroy never
+	FLEET_ROUTER=smg molecule test -s scale
 
 molecule-%:  # one scenario: make molecule-hosts
 	molecule test -s $*

@@ -15,6 +15,9 @@ from ansible.errors import AnsibleFilterError
 
 # Words a download from a model hub leaves in a log, whatever host it tried.
 HUB_WORDS = re.compile(r"huggingface|hf\.co\b|hf-mirror|modelscope|failed to download", re.IGNORECASE)
+# Where a program's own code is named (a Rust module path, a source file): SMG logs lines of
+# its local tokenizer loader as llm_tokenizer::huggingface (crates/tokenizer/src/huggingface.rs).
+CODE_NAMES = re.compile(r"(?:\w+::)+huggingface\b|[\w./-]*huggingface\.rs\b", re.IGNORECASE)
 URL_HOST = re.compile(r"\b[a-z][a-z0-9+.-]*://(\[[0-9a-f:.]+\]|[^/\s:\"')\]>,]+)", re.IGNORECASE)
 LOCAL_NAMES = {"localhost", "0.0.0.0", "::", "::1"}
 
@@ -29,8 +32,9 @@ def _is_local(host):
 def egress_attempts(text, allowed_hosts, limit=20):
     """The lines of TEXT that try to reach outside ALLOWED_HOSTS (addresses or names).
 
-    A line counts when it names a model-hub download, or a URL whose host is neither in
-    ``allowed_hosts`` nor a loopback or unspecified address. At most ``limit`` lines.
+    A line counts when it names a model-hub download (a hub's name outside the names of a
+    program's own code), or a URL whose host is neither in ``allowed_hosts`` nor a loopback or
+    unspecified address. At most ``limit`` lines.
     """
     if text is None:
         return []
@@ -41,7 +45,7 @@ def egress_attempts(text, allowed_hosts, limit=20):
     for line in text.splitlines():
         hosts = [h.strip("[]").lower() for h in URL_HOST.findall(line)]
         outside = [h for h in hosts if h not in allowed and not _is_local(h)]
-        if HUB_WORDS.search(line) or outside:
+        if HUB_WORDS.search(CODE_NAMES.sub("", line)) or outside:
             found.append(line.strip()[:400])
             if len(found) >= int(limit):
                 break

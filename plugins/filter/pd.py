@@ -111,7 +111,14 @@ ROUTER_WORKERS_ENV = "SGLANG_PD_ROUTER_WORKERS"
 # router left the SGLang repository as sglang-router (its last release 0.3.2), then became
 # SMG (PyPI smg). "auto" takes the generation the image's router probe found (tasks/flags.yml),
 # sglang-router while it is unknown (the render).
-ROUTER_LAUNCH_MODULES = {"sglang-router": "sglang_router.launch_router", "smg": "smg.launch_router"}
+# Each router generation's Python package, the module that starts it, and the files of the
+# package a unified build compares with the cache-aware image's (unified_image_compare_with_ca).
+ROUTER_PACKAGES = {"sglang-router": "sglang_router", "smg": "smg"}
+ROUTER_LAUNCH_MODULES = {generation: f"{package}.launch_router" for generation, package in ROUTER_PACKAGES.items()}
+ROUTER_PACKAGE_FILES = {
+    "sglang-router": ("router.py", "launch_router.py", "mini_lb.py", "router_args.py", "sglang_router_rs.abi3.so"),
+    "smg": ("router.py", "launch_router.py", "router_args.py", "smg_rs.abi3.so"),
+}
 ROUTER_GENERATION_DEFAULT = "sglang-router"
 # The line the router probe prints before the router's --help (roles/sglang_router/tasks/flags.yml).
 ROUTER_GENERATION_MARK = "sglang-pd-router-generation:"
@@ -630,6 +637,19 @@ def router_url(hostvars_one, host):
     return f"http://{_url_host(service_address(hostvars_one, host))}:{router_port(hostvars_one, hostvars_one)}"
 
 
+def router_admin_key(hostvars_one):
+    """The key the collection changes a router's workers with, from that router host's variables.
+
+    With control-plane keys the router takes worker changes (and, for sglang-router, worker
+    lists) only from one of them, with the admin role: the first such key of
+    sglang_router_control_plane_api_keys; without them sglang_router_api_key ("" for none).
+    """
+    for key in hostvars_one.get("sglang_router_control_plane_api_keys") or []:
+        if isinstance(key, Mapping) and key.get("role") == "admin" and key.get("key"):
+            return str(key["key"])
+    return str(hostvars_one.get("sglang_router_api_key") or "")
+
+
 def router_metrics_url(hostvars_one, host, router_defaults=None):
     """The URL of the Prometheus endpoint of the router on HOST, or "" when it exports none.
 
@@ -711,6 +731,16 @@ def router_generation(role_vars, supported=None):
         return generation
     found = (supported or {}).get("generation")
     return found if found in ROUTER_LAUNCH_MODULES else ROUTER_GENERATION_DEFAULT
+
+
+def router_package_files(package_path):
+    """The files of the router package at PACKAGE_PATH that identify its build, by the package's name."""
+    name = posixpath.basename(str(package_path).rstrip("/"))
+    for generation, package in ROUTER_PACKAGES.items():
+        if name == package:
+            return list(ROUTER_PACKAGE_FILES[generation])
+    raise AnsibleFilterError(f"{package_path}: not a router package this collection knows ("
+                             f"{', '.join(ROUTER_PACKAGES.values())}); set unified_image_compare_with_ca to its files")
 
 
 def router_probe_script(generation="auto"):
@@ -883,11 +913,13 @@ class FilterModule:
             "sglang_router_workers_env": router_workers_env,
             "router_url": router_url,
             "router_metrics_url": router_metrics_url,
+            "router_admin_key": router_admin_key,
             "image_reference": image_reference,
             "router_worker_spec": router_worker_spec,
             "sglang_router_launch": router_launch,
             "sglang_router_help_flags": router_help_flags,
             "sglang_router_probe_script": router_probe_script,
+            "router_package_files": router_package_files,
             "volume_host_path": volume_host_path,
             "volumes_holding": volumes_holding,
             "secret_volume": secret_volume,

@@ -1275,6 +1275,11 @@ def pd_check_router(model):
             elif any(":" in str(key[k]) for k in ("id", "name", "role", "key")):
                 problems.append(_problem(host, f"sglang_router_control_plane_api_keys[{index}]", shown,
                                          "the router splits id:name:role:key on colons", "remove the colons"))
+        if keys and not any(isinstance(key, Mapping) and key.get("role") == "admin" for key in keys):
+            problems.append(_problem(host, "sglang_router_control_plane_api_keys", REDACTED,
+                                     "with control-plane keys the router takes worker changes only from an admin key, "
+                                     "and the collection registers and removes workers with the first one",
+                                     "add a key with role admin"))
         problems += _worker_key_problems(model, host, role_vars.get("sglang_router_api_key"))
         argv = " ".join(launch["workers_env"].values()).split()
         told = {}

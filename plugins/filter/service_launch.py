@@ -172,7 +172,7 @@ def pd_render_files(model, managed="Ansible managed", router_flags=None):
     Returns ``[{path, content, mode}]``: ``HOST/SERVICE.json`` (image, docker_args, argv, env,
     the secret with its values redacted) and ``HOST/SERVICE.sh`` (the launch script the service's
     unit runs) for every worker (every node rank) and every router. ``router_flags`` is the
-    flag list of the image's router (a cached ``router-flags-DIGEST.json``): options it lacks
+    flag list of the image's router (a cached ``router-flags-GENERATION-PYTHON-DIGEST.json``): options it lacks
     are left out as a deploy leaves them out; without it every option that is set is shown.
     """
     if not isinstance(model, dict) or "workers" not in model:

@@ -254,9 +254,10 @@ class Registration:
 class RouterClient:
     """Talks to one router; knows both API generations."""
 
-    def __init__(self, http, base_url):
+    def __init__(self, http, base_url, worker_api_key=None):
         self.http = http
         self.base_url = normalise_url(base_url)
+        self.worker_api_key = worker_api_key
 
     def url(self, path):
         return join_url(self.base_url, path)
@@ -315,6 +316,8 @@ class RouterClient:
         body = dict(url=spec['url'], worker_type=spec['worker_type'])
         if spec.get('bootstrap_port') is not None:
             body['bootstrap_port'] = spec['bootstrap_port']
+        if self.worker_api_key:
+            body['api_key'] = self.worker_api_key
         return self.http.request('POST', self.url('/workers'), body=body)
 
     def get_worker(self, worker_id):
@@ -642,7 +645,7 @@ def run_router_workers_module(module):
     """Entry point of the sglang_router_workers module."""
     p = module.params
     http = HttpClient(timeout=p['timeout'], validate_certs=p['validate_certs'], api_key=p['api_key'])
-    manager = RouterWorkers(RouterClient(http, p['url']), state=p['state'], workers=p['workers'],
+    manager = RouterWorkers(RouterClient(http, p['url'], p.get('worker_api_key')), state=p['state'], workers=p['workers'],
                             wait_timeout=p['wait_timeout'], check_mode=module.check_mode, api=p['api'])
     try:
         result = manager.run()

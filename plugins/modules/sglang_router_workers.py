@@ -44,6 +44,15 @@ options:
       - With control-plane keys (C(--control-plane-api-keys id:name:role:key)), reading the workers
         takes a key of any role, registering and removing them a key with the C(admin) role.
     type: str
+  worker_api_key:
+    description:
+      - API key the router presents to each worker it registers (C(api_key) of C(POST /workers)),
+        for workers started with C(--api-key).
+      - SMG presents its own C(--api-key) only to the workers it starts with; without this a
+        worker that requires a key answers SMG's model and server-info probes with 401 and its
+        registration never ends. sglang-router 0.3 takes it as well.
+      - Never returned or logged.
+    type: str
   timeout:
     description:
       - Timeout in seconds of each HTTP request.
@@ -157,10 +166,11 @@ EXAMPLES = r"""
       - router.counts.decode >= 1
     fail_msg: "Router lists {{ router.counts }}"
 
-- name: Register a second decode server
+- name: Register a second decode server, started with --api-key, with an admin control-plane key
   mindverse.sglang_pd.sglang_router_workers:
     url: http://10.0.0.10:8000
-    api_key: "{{ sglang_router_api_key }}"
+    api_key: "{{ router_admin_key }}"
+    worker_api_key: "{{ sglang_router_api_key }}"
     state: present
     workers:
       - url: http://10.0.0.13:30200
@@ -323,6 +333,7 @@ def main():
         argument_spec=dict(
             url=dict(type='str', required=True),
             api_key=dict(type='str', no_log=True),
+            worker_api_key=dict(type='str', no_log=True),
             timeout=dict(type='float', default=10),
             validate_certs=dict(type='bool', default=True),
             state=dict(type='str', default='query', choices=['query', 'present', 'absent', 'exact']),

@@ -19,13 +19,14 @@ fi
 # Build context of the test image: pinned router wheels (downloaded once) and the stand-in.
 ctx=$CACHE/images/sglang
 mkdir -p "$ctx/wheels"
-cp "$REPO/tests/images/sglang/"{Dockerfile,requirements.txt,make_engine_fixture.py} "$ctx/"
+cp "$REPO/tests/images/sglang/"{Dockerfile,requirements.txt,requirements-smg.txt,make_engine_fixture.py} "$ctx/"
 # Downloaded again whenever the pinned requirements change (never a stale wheel).
-wheels_for=$(sha256sum "$ctx/requirements.txt" | cut -d' ' -f1)
+wheels_for=$(cat "$ctx/requirements.txt" "$ctx/requirements-smg.txt" | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$ctx/wheels.sha256" 2>/dev/null)" != "$wheels_for" ]; then
-  log "downloading the pinned router wheels"
+  log "downloading the pinned router wheels (sglang-router and SMG)"
   rm -rf "$ctx/wheels" && mkdir -p "$ctx/wheels"
   pip download -q --only-binary=:all: -d "$ctx/wheels" -r "$ctx/requirements.txt"
+  pip download -q --only-binary=:all: -d "$ctx/wheels" -r "$ctx/requirements-smg.txt"
   echo "$wheels_for" > "$ctx/wheels.sha256"
 fi
 rm -rf "$ctx/standin" && mkdir -p "$ctx/standin"
@@ -61,13 +62,16 @@ md5_in() {  # md5 of a file inside an image, read at set-up (the roles use image
   docker run --rm --entrypoint md5sum "$REPO_NAME@${2:-$digest}" "$1" | cut -d' ' -f1
 }
 router_so=$SITE/sglang_router/sglang_router_rs.abi3.so
+smg_so=/opt/smg/lib/python$PYVER/site-packages/smg/smg_rs.abi3.so
 # The fleet's secrets, each in a 0600 file: the router's API key (the local fleet runs with
 # authentication on, as production does), the workers' admin key, and a model-hub token the
-# workers are given only so the leak test has one more secret to look for.
+# workers are given only so the leak test has one more secret to look for, and the admin
+# control-plane key of the scale scenario's router.
 ROUTER_KEY_FILE=$CACHE/router-api-key
 ADMIN_KEY_FILE=$CACHE/worker-admin-api-key
 HUB_TOKEN_FILE=$CACHE/hub-token
-for secret_file in "$ROUTER_KEY_FILE" "$ADMIN_KEY_FILE" "$HUB_TOKEN_FILE"; do
+ROUTER_ADMIN_KEY_FILE=$CACHE/router-control-plane-admin-key
+for secret_file in "$ROUTER_KEY_FILE" "$ADMIN_KEY_FILE" "$HUB_TOKEN_FILE" "$ROUTER_ADMIN_KEY_FILE"; do
   [ -s "$secret_file" ] || (umask 077 && openssl rand -hex 24 > "$secret_file")
 done
 mkdir -p "$(dirname "$GENERATED")"
@@ -86,6 +90,8 @@ fleet_image_digest_tampered: "$digest_tampered"
 sglang_pd_python_site_packages: "$SITE"
 # The secrets, read from their 0600 files on the controller (never written here).
 fleet_router_api_key_file: "$ROUTER_KEY_FILE"
+# The admin control-plane key of the scale scenario's router (molecule/scale/inventory).
+fleet_router_admin_key_file: "$ROUTER_ADMIN_KEY_FILE"
 sglang_router_api_key: "{{ lookup('ansible.builtin.file', fleet_router_api_key_file) }}"
 sglang_worker_admin_api_key: "{{ lookup('ansible.builtin.file', '$ADMIN_KEY_FILE') }}"
 fleet_hub_token: "{{ lookup('ansible.builtin.file', '$HUB_TOKEN_FILE') }}"
@@ -95,6 +101,8 @@ fleet_models_dir: "$CACHE/models"
 sglang_pd_image_artifacts:
   - path: "$router_so"
     md5: "$(md5_in "$router_so")"
+  - path: "$smg_so"
+    md5: "$(md5_in "$smg_so")"
   - path: "$engine_so"
     md5: "$(md5_in "$engine_so")"
   - path: "$SITE/sglang_router/router.py"
@@ -107,6 +115,8 @@ cat >> "$GENERATED" <<YAML
 fleet_image_artifacts_next:
   - path: "$router_so"
     md5: "$(md5_in "$router_so" "$digest_v2")"
+  - path: "$smg_so"
+    md5: "$(md5_in "$smg_so" "$digest_v2")"
   - path: "$engine_so"
     md5: "$(md5_in "$engine_so" "$digest_v2")"
 YAML

@@ -278,6 +278,10 @@ CASES = [
     ('control-plane-role', set_host('d0', sglang_router_control_plane_api_keys=[{'id': 'ops', 'name': 'Ops', 'role': 'root',
                                                                                  'key': 'hunter2'}]), None,
      ['d0: sglang_router_control_plane_api_keys[0].role = "root": not a control-plane role; write admin or user']),
+    ('control-plane-without-admin', set_host('d0', sglang_router_control_plane_api_keys=[{'id': 'read', 'name': 'Reader',
+                                                                                          'role': 'user', 'key': 'hunter2'}]),
+     None, ['d0: sglang_router_control_plane_api_keys = <redacted>: with control-plane keys the router takes worker '
+            'changes only from an admin key', 'add a key with role admin']),
     ('fake-backend-on-prefill', set_host('p0', sglang_worker_transfer_backend='fake'), None,
      ['p0: sglang_worker_transfer_backend = "fake": SGLang refuses the fake transfer backend on prefill servers']),
     ('unknown-sglang-version', set_all(sglang_pd_sglang_version='0.4.0'), None,

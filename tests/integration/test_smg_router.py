@@ -6,7 +6,8 @@ SMG starts with one prefill and one decode stand-in (tests/standin) and two cont
 keys, an admin and a user one. The module, run in-process as Ansible would, registers a
 third server and removes it, reports a server SMG cannot reach with SMG's answer rather than
 a timeout, follows a registration still running (409 WORKER_CREATE_IN_PROGRESS) and removes
-it once it ends, and says plainly that a user-role key may not change workers.
+it once it ends, registers a server started with --api-key by the worker_api_key it is given,
+and says plainly that a user-role key may not change workers.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ pytestmark = pytest.mark.skipif(sys.version_info < (3, 10), reason='the stand-in
 STANDIN_DIR = Path(__file__).resolve().parents[1] / 'standin'
 ADMIN_KEY = 'smg-admin-secret'
 USER_KEY = 'smg-user-secret'
+WORKER_KEY = 'worker-secret'
 # SMG drops a registration whose server has not answered /health within this many seconds.
 STARTUP_TIMEOUT = 6
 
@@ -69,7 +71,7 @@ def stop(proc):
 class Standin:
     """An SGLang stand-in server in MODE, listening on 127.0.0.1:PORT."""
 
-    def __init__(self, mode, port, log_dir, model_dir):
+    def __init__(self, mode, port, log_dir, model_dir, api_key=None):
         self.port, self.bootstrap_port = port, free_port()
         self.url = 'http://127.0.0.1:%d' % port
         self.log_path = log_dir / ('%s-%d.log' % (mode, port))
@@ -77,7 +79,8 @@ class Standin:
         self.proc = start([sys.executable, '-m', 'sglang.launch_server', '--disaggregation-mode', mode,
                            '--host', '127.0.0.1', '--port', str(port),
                            '--disaggregation-bootstrap-port', str(self.bootstrap_port),
-                           '--model-path', str(model_dir), '--served-model-name', 'glm-test'], self.log_path, env)
+                           '--model-path', str(model_dir), '--served-model-name', 'glm-test']
+                          + (['--api-key', api_key] if api_key else []), self.log_path, env)
         wait_until_listening(port, self.proc, self.log_path)
 
 
@@ -184,6 +187,27 @@ def test_a_registration_in_progress_is_followed_and_removed_once_it_ends(fleet):
     assert not removed.get('failed'), removed['msg']
     assert removed['changed'] is True and removed['removed'] == late
     assert router.urls() == sorted([prefill.url, decode.url])
+
+
+def test_a_server_that_requires_a_key_is_registered_with_the_worker_api_key(fleet):
+    router, prefill, decode, started, log_dir, model_dir = fleet
+    keyed = [Standin('decode', free_port(), log_dir, model_dir, api_key=WORKER_KEY),
+             Standin('decode', free_port(), log_dir, model_dir, api_key=WORKER_KEY)]
+    started.extend(keyed)
+    # Without the key SMG's probes of the server's models answer 401 and the registration never ends.
+    stuck = router.module(state='present', workers=[dict(url=keyed[0].url, worker_type='decode')], wait_timeout=4)
+    assert stuck['failed'] is True
+    assert [p['url'] for p in stuck['pending']] == [keyed[0].url]
+    assert 'GET /v1/models 401' in keyed[0].log_path.read_text()
+
+    workers = [dict(url=keyed[1].url, worker_type='decode')]
+    added = router.module(state='present', workers=workers, worker_api_key=WORKER_KEY, wait_timeout=30)
+    assert not added.get('failed'), added['msg']
+    assert keyed[1].url in router.urls()
+    assert WORKER_KEY not in json.dumps(added)
+    removed = router.module(state='absent', workers=workers, wait_timeout=30)
+    assert not removed.get('failed'), removed['msg']
+    assert keyed[1].url not in router.urls()
 
 
 def test_a_user_role_key_may_read_but_not_change_workers(fleet):

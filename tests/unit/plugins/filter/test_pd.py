@@ -441,6 +441,15 @@ def test_router_generation_is_the_setting_else_what_the_image_holds(setting, pro
     assert pd.router_generation({"sglang_router_generation": setting}, probed) == expected
 
 
+def test_the_files_compared_with_the_ca_image_follow_the_router_package():
+    site = "/opt/venv/lib/python3.10/site-packages"
+    assert pd.router_package_files(site + "/sglang_router") == [
+        "router.py", "launch_router.py", "mini_lb.py", "router_args.py", "sglang_router_rs.abi3.so"]
+    assert pd.router_package_files(site + "/smg/") == ["router.py", "launch_router.py", "router_args.py", "smg_rs.abi3.so"]
+    with pytest.raises(AnsibleFilterError, match="not a router package this collection knows .*set unified_image_compare_with_ca"):
+        pd.router_package_files(site + "/router")
+
+
 def test_smg_router_is_started_as_smg_launch_router():
     prefills, decodes = _router_workers()
     launch = pd.router_launch(prefills, decodes, dict(ROUTER_VARS, sglang_router_generation="smg"), "10.0.0.2")
@@ -590,3 +599,14 @@ def test_router_urls_come_from_the_inventory_and_the_role_defaults():
     assert pd.router_metrics_url(dict(one, sglang_router_prometheus_host="fd00::2", sglang_router_prometheus_port=9100),
                                  "r0", defaults) == "http://[fd00::2]:9100"
     assert pd.router_metrics_url(dict(one, sglang_router_prometheus_port=None), "r0", defaults) == ""
+
+
+def test_worker_changes_use_the_first_admin_control_plane_key_else_the_api_key():
+    assert pd.router_admin_key({}) == ""
+    assert pd.router_admin_key({"sglang_router_api_key": "data"}) == "data"
+    keys = [{"id": "read", "name": "Reader", "role": "user", "key": "user-key"},
+            {"id": "ops", "name": "Ops", "role": "admin", "key": "admin-key"},
+            {"id": "ci", "name": "CI", "role": "admin", "key": "second-admin-key"}]
+    assert pd.router_admin_key({"sglang_router_api_key": "data", "sglang_router_control_plane_api_keys": keys}) == "admin-key"
+    # Without an admin key (the preflight refuses that) the API key is all there is.
+    assert pd.router_admin_key({"sglang_router_api_key": "data", "sglang_router_control_plane_api_keys": keys[:1]}) == "data"

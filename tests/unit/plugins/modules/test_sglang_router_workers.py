@@ -201,6 +201,16 @@ def test_present_registers_waits_and_is_idempotent(app_cls):
     assert len(app.calls('POST')) == 2
 
 
+def test_the_worker_api_key_goes_with_each_registration_and_nowhere_else():
+    app = RouterV03App(workers=SEED, api_key='admin-k3y')
+    with FakeServer(app) as server:
+        client = RouterClient(HttpClient(timeout=5, api_key='admin-k3y'), server.url, worker_api_key='w0rker-k3y')
+        result = RouterWorkers(client, state='present', workers=SEED + [dict(url=D2, worker_type='decode')],
+                               wait_timeout=10).run()
+    assert posted(app) == [dict(url=D2, worker_type='decode', api_key='w0rker-k3y')]
+    assert 'w0rker-k3y' not in repr(result)
+
+
 def test_present_check_mode_changes_nothing():
     app = RouterV03App(workers=SEED, register_after=0)
     with FakeServer(app) as server:
