@@ -43,7 +43,8 @@ sanity:
 
 # faults and scale share one fleet: faults builds it and hands it on (--destroy never),
 # scale runs on it with sglang-router, then again with SMG (FLEET_ROUTER=smg: the converge
-# moves the router to SMG) and removes it; a fleet an earlier run left behind goes first.
+# moves the router to SMG; only the phases a router acts in) and removes it; a fleet an
+# earlier run left behind goes first.
 molecule:
 	molecule test -s fleet
 	molecule test -s hosts

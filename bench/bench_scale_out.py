@@ -37,6 +37,8 @@ import tempfile
 import time
 import urllib.request
 
+import yaml
+
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 VENV_BIN = os.path.dirname(sys.executable)
 PLAYBOOK = os.path.join(VENV_BIN, 'ansible-playbook')
@@ -177,6 +179,16 @@ def reset(inv, grown, workdir):
     fresh_new_node(inv, grown, workdir)
 
 
+def image_size():
+    """The pinned image's size as this machine's engine reports it, e.g. '561 MB'."""
+    with open(os.path.join(REPO, 'inventories', 'local', 'group_vars', 'all', 'generated.yml'), encoding='utf-8') as handle:
+        fleet = yaml.safe_load(handle)
+    found = subprocess.run(['docker', 'image', 'inspect', '--format', '{{.Size}}',
+                            '%s@%s' % (fleet['sglang_pd_image_repository'], fleet['sglang_pd_image_digest'])],
+                           capture_output=True, text=True, check=False)
+    return '%d MB' % round(int(found.stdout) / 1e6) if found.returncode == 0 else 'size unknown'
+
+
 def markdown(args, rows, started, load, loadavg):
     def med(mode, key):
         values = [r[key] for r in rows if r['mode'] == mode]
@@ -194,9 +206,9 @@ def markdown(args, rows, started, load, loadavg):
             args.runs, ' --append %s' % args.append if args.append else ''),
         '',
         'Fleet: 3 node containers (router + 2 prefill + 2 decode workers, the molecule `scale` topology), '
-        'the new node a fresh container each run (image pulled from the local registry, ~400 MB). '
+        'the new node a fresh container each run (image pulled from the local registry, %s). '
         'Load: %s. %s, %d CPUs, load average %.1f at the start. Median of %d run(s) each (min in brackets).' % (
-            load, platform.machine(), os.cpu_count(), loadavg, args.runs),
+            image_size(), load, platform.machine(), os.cpu_count(), loadavg, args.runs),
         '',
         '| run | until the new worker serves traffic (s) | ansible-playbook (s) | router restarted '
         '| router refused connections for | failed requests |',

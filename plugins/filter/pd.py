@@ -644,10 +644,16 @@ def router_admin_key(hostvars_one):
     lists) only from one of them, with the admin role: the first such key of
     sglang_router_control_plane_api_keys; without them sglang_router_api_key ("" for none).
     """
-    for key in hostvars_one.get("sglang_router_control_plane_api_keys") or []:
+    admin = first_admin_key(hostvars_one.get("sglang_router_control_plane_api_keys"))
+    return str(admin["key"]) if admin else str(hostvars_one.get("sglang_router_api_key") or "")
+
+
+def first_admin_key(control_plane_keys):
+    """The first entry of sglang_router_control_plane_api_keys with the admin role and a key, or None."""
+    for key in control_plane_keys or []:
         if isinstance(key, Mapping) and key.get("role") == "admin" and key.get("key"):
-            return str(key["key"])
-    return str(hostvars_one.get("sglang_router_api_key") or "")
+            return key
+    return None
 
 
 def router_metrics_url(hostvars_one, host, router_defaults=None):

@@ -28,6 +28,7 @@ from ansible_collections.mindverse.sglang_pd.plugins.filter.pd import (
     MODES,
     REDACTED,
     SECRET_NAME,
+    first_admin_key,
     image_reference,
     parse_gpus,
     WORKER_SPEC_KEYS,
@@ -1275,7 +1276,7 @@ def pd_check_router(model):
             elif any(":" in str(key[k]) for k in ("id", "name", "role", "key")):
                 problems.append(_problem(host, f"sglang_router_control_plane_api_keys[{index}]", shown,
                                          "the router splits id:name:role:key on colons", "remove the colons"))
-        if keys and not any(isinstance(key, Mapping) and key.get("role") == "admin" for key in keys):
+        if keys and first_admin_key(keys) is None:
             problems.append(_problem(host, "sglang_router_control_plane_api_keys", REDACTED,
                                      "with control-plane keys the router takes worker changes only from an admin key, "
                                      "and the collection registers and removes workers with the first one",

@@ -1,0 +1,249 @@
+#!/usr/bin/python
+# Copyright: (c) 2026, mindverse infrastructure team
+# Apache License 2.0, compatible with the GNU General Public License v3.0+ (see https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: image_pull
+short_description: Pull an image by digest with registry credentials that never touch the disk
+version_added: 0.1.0
+description:
+  - Pulls O(name) unless the Docker daemon already holds it, and returns the image it holds.
+  - The credentials go to the daemon in the pull request's C(X-Registry-Auth) header only. Nothing is
+    written to C(/root/.docker/config.json), so no registry login is left on the node when a run
+    stops half way, and none has to be removed afterwards (M(community.docker.docker_login) followed
+    by M(community.docker.docker_image_pull) and a logout leaves one in both cases until the logout).
+  - Without O(username) the daemon gets the credentials of the Docker configuration file, if any
+    (for example a login kept on purpose).
+  - The pull's own error (refused credentials, unknown digest, unreachable registry) is returned in
+    the failure message, with the password removed should the registry echo it, and RV(retryable)
+    says whether trying again can help (not for refused credentials or an unknown image).
+  - Run it with C(async) to pull in the background while other work goes on; the credentials then
+    stay only in the task's temporary files, which Ansible removes when the pull ends.
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+    details: Looks for the image; reports a change when it would be pulled and pulls nothing.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+options:
+  name:
+    description:
+      - The image, C(REPOSITORY@sha256:DIGEST) (or C(REPOSITORY:TAG)).
+    type: str
+    required: true
+  username:
+    description:
+      - Registry user name. Given with O(password).
+    type: str
+  password:
+    description:
+      - Registry password or token. Never logged, never returned, never written to a file.
+    type: str
+  docker_host:
+    description:
+      - Docker daemon to talk to; defaults to E(DOCKER_HOST) or the local socket.
+    type: str
+  timeout:
+    description:
+      - Seconds the daemon may stay silent during the pull before it is given up. A pull reports
+        progress continuously, so this bounds a stalled pull, not a long one.
+    type: int
+    default: 600
+requirements:
+  - docker (Python Docker SDK) >= 5.0
+notes:
+  - With a digest the daemon checks the content against it; the module also checks that the image
+    it returns lists O(name) among its C(RepoDigests).
+seealso:
+  - module: community.docker.docker_image_pull
+  - module: mindverse.sglang_pd.image_artifacts
+author:
+  - mindverse infrastructure team (@mindverse)
+"""
+
+EXAMPLES = r"""
+- name: Pull the unified image by digest
+  mindverse.sglang_pd.image_pull:
+    name: registry.example.com/sglang/unified@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
+    username: "{{ registry_username }}"
+    password: "{{ registry_password }}"
+
+- name: Pull it in the background while the model weights are copied
+  mindverse.sglang_pd.image_pull:
+    name: "{{ image_ref }}"
+    username: "{{ registry_username }}"
+    password: "{{ registry_password }}"
+  async: 3600
+  poll: 0
+  register: image_pull_job
+"""
+
+RETURN = r"""
+image:
+  description: The image the daemon holds for O(name) (in check mode, empty when it would be pulled).
+  returned: always
+  type: dict
+  contains:
+    id:
+      description: Image ID.
+      type: str
+      sample: sha256:4c1b1a5d0f6e2f0b2c4e9d7a6b3c2d1e0f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c
+    repo_digests:
+      description: The image's repository digests.
+      type: list
+      elements: str
+    size:
+      description: Size in bytes.
+      type: int
+layers:
+  description: Layers the pull downloaded and layers the daemon already held (0 and 0 when nothing was pulled).
+  returned: always
+  type: dict
+  sample: {downloaded: 12, present: 3}
+seconds:
+  description: Seconds the pull took (0 when nothing was pulled).
+  returned: always
+  type: float
+retryable:
+  description:
+    - Whether the failed pull may succeed when tried again. False when the registry refused the
+      credentials or does not know the image (C(unauthorized), C(denied), C(manifest unknown),
+      C(not found)); true for anything else, such as a registry that cannot be reached.
+  returned: failure
+  type: bool
+"""
+
+import time
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+from ansible_collections.mindverse.sglang_pd.plugins.module_utils._image_artifacts import (
+    DOCKER_IMPORT_ERROR,
+    HAS_DOCKER,
+    ArtifactError,
+    DockerException,
+    NotFound,
+    docker_client,
+)
+
+
+# Words of the registry's answers that no retry changes: refused credentials, an unknown image.
+FINAL_ERRORS = ('unauthorized', 'denied', 'manifest unknown', 'not found')
+
+
+class PullError(Exception):
+    """The pull failed; the message says why, without credentials."""
+
+
+def retryable(message):
+    """Whether a pull that failed with MESSAGE may succeed when tried again."""
+    return not any(word in message.lower() for word in FINAL_ERRORS)
+
+
+def split_reference(name):
+    """``(repository, tag or digest)`` of an image reference; the tag defaults to latest."""
+    repository, sep, digest = name.partition('@')
+    if sep:
+        return repository, digest
+    slash = name.rfind('/')
+    colon = name.rfind(':')
+    if colon > slash:
+        return name[:colon], name[colon + 1:]
+    return name, 'latest'
+
+
+def image_summary(inspected):
+    """The fields of ``docker image inspect`` the module returns."""
+    return {'id': inspected.get('Id', ''), 'repo_digests': inspected.get('RepoDigests') or [],
+            'size': inspected.get('Size', 0)}
+
+
+def local_image(api, name):
+    """The daemon's inspection of NAME, or None when it does not hold it."""
+    try:
+        return api.inspect_image(name)
+    except NotFound:
+        return None
+
+
+def redact(text, secret):
+    """TEXT with SECRET replaced, should a registry or proxy echo it back."""
+    return text.replace(secret, '********') if secret else text
+
+
+def pull(api, name, auth_config=None):
+    """Pull NAME, following the daemon's progress stream; return the layer counts."""
+    repository, tag = split_reference(name)
+    layers = {'downloaded': set(), 'present': set()}
+    for event in api.pull(repository, tag=tag, stream=True, decode=True, auth_config=auth_config):
+        if event.get('error'):
+            raise PullError(event['error'])
+        status = event.get('status', '')
+        if status == 'Pull complete':
+            layers['downloaded'].add(event.get('id'))
+        elif status == 'Already exists':
+            layers['present'].add(event.get('id'))
+    return {key: len(value) for key, value in layers.items()}
+
+
+def run(module, api):
+    """Look for the image, pull it when missing; the module's result."""
+    name = module.params['name']
+    found = local_image(api, name)
+    if found is not None:
+        return {'changed': False, 'image': image_summary(found), 'layers': {'downloaded': 0, 'present': 0}, 'seconds': 0.0}
+    if module.check_mode:
+        return {'changed': True, 'image': {}, 'layers': {'downloaded': 0, 'present': 0}, 'seconds': 0.0}
+    auth_config = None
+    if module.params['username']:
+        auth_config = {'username': module.params['username'], 'password': module.params['password']}
+    started = time.monotonic()
+    layers = pull(api, name, auth_config)
+    seconds = round(time.monotonic() - started, 3)
+    found = local_image(api, name)
+    if found is None:
+        raise PullError('the pull ended without error, but the daemon does not hold %s' % name)
+    if '@' in name and name not in (found.get('RepoDigests') or []):
+        raise PullError('the pulled image lists the repository digests %s, not %s' % (found.get('RepoDigests'), name))
+    return {'changed': True, 'image': image_summary(found), 'layers': layers, 'seconds': seconds}
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            'name': {'type': 'str', 'required': True},
+            'username': {'type': 'str'},
+            'password': {'type': 'str', 'no_log': True},
+            'docker_host': {'type': 'str'},
+            'timeout': {'type': 'int', 'default': 600},
+        },
+        required_together=[('username', 'password')],
+        supports_check_mode=True,
+    )
+    if not HAS_DOCKER:
+        module.fail_json(msg=missing_required_lib('docker'), exception=DOCKER_IMPORT_ERROR)
+    password = module.params['password']
+    try:
+        result = run(module, docker_client(module.params['docker_host'], module.params['timeout']).api)
+    except ArtifactError as exc:
+        module.fail_json(msg=str(exc), retryable=True)
+    except PullError as exc:
+        message = redact(str(exc), password)
+        module.fail_json(msg='Pulling %s failed: %s' % (module.params['name'], message), retryable=retryable(message))
+    except DockerException as exc:
+        message = redact(str(exc), password)
+        module.fail_json(msg='Pulling %s failed: the Docker daemon answered: %s' % (module.params['name'], message),
+                         retryable=retryable(message))
+    module.exit_json(**result)
+
+
+if __name__ == '__main__':
+    main()
