@@ -419,22 +419,17 @@ def test_image_without_cmd_is_read_with_placeholder(images, tmp_path, read_via):
 def test_cache_hit_skips_the_image(images, tmp_path, monkeypatch):
     check = [dict(path=ROUTER_SO, md5=md5(CA_FILES[ROUTER_SO])),
              dict(path=ROUTER_PY, text_count=[dict(pattern='prefill_group_ids', count=0)])]
-    start = time.monotonic()
     first = verify(images, 'ca', check, tmp_path)
-    first_time = time.monotonic() - start
     assert first['cached'] is False and first['passed'] is True
 
     def no_container(*args, **kwargs):
         raise AssertionError('a cached verification must not create a container')
 
     monkeypatch.setattr(ia, 'create_transient_container', no_container)
-    start = time.monotonic()
     second = verify(images, 'ca', check, tmp_path)
-    second_time = time.monotonic() - start
     assert second['cached'] is True and second['artifacts'] == first['artifacts']
     assert first['read_via'] in ('layers', 'archive') and second['read_via'] is None
     assert second['cache_path'] == first['cache_path']
-    assert second_time < first_time
     # Another manifest is another cache entry.
     monkeypatch.undo()
     other = verify(images, 'ca', check[:1], tmp_path)
