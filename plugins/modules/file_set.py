@@ -20,6 +20,8 @@ description:
   - With O(dest), paths are relative to it and may not leave it (the render of a whole fleet on the controller);
     without it, paths must be absolute. A bad path or mode is refused before anything is written.
   - The content of O(secret_files) is never returned, logged or shown in a diff.
+  - A file with a C(validate) command is checked in its temporary file before the rename; a refused file is not
+    written, and the call fails naming it (files written before it stay written).
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
 attributes:
@@ -59,6 +61,12 @@ options:
           - The file's permissions, as an octal string.
         type: str
         default: '0644'
+      validate:
+        description:
+          - A command that checks the file before it replaces the old one, with C(%s) where the temporary file's
+            path goes (as M(ansible.builtin.template)'s O(ansible.builtin.template#module:validate)). Run only when
+            the file is written, not in check mode.
+        type: str
   secret_files:
     description:
       - Files like O(files) whose content is a secret (API keys), never returned, logged or shown in a diff.
@@ -134,6 +142,10 @@ EXAMPLES = r"""
       - {path: /etc/sglang-pd, mode: '0750'}
     files:
       - {path: /etc/sglang-pd/sglang-router.env, content: "HF_HUB_OFFLINE=1\n", mode: '0600'}
+      - path: /etc/sglang-pd/firewall.nft
+        content: "{{ lookup('ansible.builtin.template', 'sglang_pd.nft.j2') }}"
+        mode: '0640'
+        validate: /usr/sbin/nft --check --file %s
     secret_files:
       - {path: /etc/sglang-pd/sglang-router.secret.json, content: "{{ secret | to_json }}"}
   register: written
@@ -163,6 +175,7 @@ import grp
 import os
 import posixpath
 import pwd
+import shlex
 import stat
 import tempfile
 
@@ -205,10 +218,13 @@ def plan(module, dest):
                 problems.append(f"{item['path']!r}: named twice")
             elif mode is None:
                 problems.append(f"{item['path']!r}: mode {item['mode']!r} is not an octal string such as '0644'")
+            elif item.get('validate') is not None and '%s' not in item['validate']:
+                problems.append(f"{item['path']!r}: validate must contain %s where the file's path goes")
             else:
                 seen.add(target)
                 entries.append({'path': item['path'], 'target': target, 'mode': mode, 'secret': secret,
-                                'directory': secret is None, 'content': item.get('content')})
+                                'directory': secret is None, 'content': item.get('content'),
+                                'validate': item.get('validate')})
     absent = []
     for path in module.params['absent']:
         target = resolve(dest, path)
@@ -250,8 +266,15 @@ def current_text(target, data):
     return old, old == data
 
 
-def write_atomic(target, data, mode, uid, gid):
-    """Write DATA to TARGET through a temporary file in the same folder, then rename it over TARGET."""
+class Refused(Exception):
+    """The validate command refused a file."""
+
+
+def write_atomic(target, data, mode, uid, gid, check=None):
+    """Write DATA to TARGET through a temporary file in the same folder, then rename it over TARGET.
+
+    CHECK, when given, is called with the temporary file's path before the rename.
+    """
     folder = os.path.dirname(target)
     os.makedirs(folder, mode=0o755, exist_ok=True)
     handle, temp = tempfile.mkstemp(dir=folder, prefix='.file-set-')
@@ -261,6 +284,8 @@ def write_atomic(target, data, mode, uid, gid):
         os.chmod(temp, mode)
         if uid != -1 or gid != -1:
             os.chown(temp, uid, gid)
+        if check is not None:
+            check(temp)
         os.replace(temp, target)
     except BaseException:
         if os.path.exists(temp):
@@ -294,13 +319,27 @@ def apply_file(module, entry, uid, gid, diffs):
         diffs.append({'before_header': entry['path'], 'after_header': entry['path'],
                       'before': '' if old is None else old.decode('utf-8', 'replace'), 'after': entry['content']})
     if not module.check_mode:
-        write_atomic(entry['target'], data, entry['mode'], uid, gid)
+        write_atomic(entry['target'], data, entry['mode'], uid, gid, validator(module, entry))
     return True
+
+
+def validator(module, entry):
+    """A check of the temporary file by ENTRY's validate command, or None when it has none."""
+    if entry['validate'] is None:
+        return None
+
+    def check(temp):
+        command = entry['validate'].replace('%s', shlex.quote(temp))
+        rc, out, err = module.run_command(command, use_unsafe_shell=False)
+        if rc != 0:
+            raise Refused(f"{entry['path']} was not written: {entry['validate']!r} refused it "
+                          f"(rc {rc}): {(err or out).strip()}")
+    return check
 
 
 def main():
     entry_options = dict(path=dict(type='str', required=True), content=dict(type='str', required=True),
-                         mode=dict(type='str', default='0644'))
+                         mode=dict(type='str', default='0644'), validate=dict(type='str'))
     secret_options = dict(path=dict(type='str', required=True), content=dict(type='str', required=True),
                           mode=dict(type='str', default='0600'))
     module = AnsibleModule(
@@ -327,6 +366,8 @@ def main():
                 changed = apply_directory(module, entry, uid, gid)
             else:
                 changed = apply_file(module, entry, uid, gid, diffs)
+        except Refused as exc:
+            module.fail_json(msg=str(exc), changed_paths=changed_paths, written=written)
         except OSError as exc:
             module.fail_json(msg=f"Cannot write {entry['path']}: {exc.strerror or exc}", changed_paths=changed_paths)
         if changed:

@@ -29,6 +29,7 @@ description:
     count as a change.
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - mindverse.sglang_pd.docker_daemon
 attributes:
   check_mode:
     support: full
@@ -127,11 +128,6 @@ options:
     type: str
     choices: [auto, archive]
     default: auto
-  docker_host:
-    description:
-      - Docker daemon to talk to, for example V(unix:///var/run/docker.sock) or V(tcp://host:2376).
-      - Defaults to E(DOCKER_HOST) or the local socket.
-    type: str
   timeout:
     description:
       - Timeout in seconds for each call to the Docker API.

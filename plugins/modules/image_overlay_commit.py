@@ -36,6 +36,7 @@ description:
   - Pushing is not done here; use M(community.docker.docker_image_push).
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - mindverse.sglang_pd.docker_daemon
 attributes:
   check_mode:
     support: full
@@ -122,10 +123,6 @@ options:
   author:
     description:
       - Commit author.
-    type: str
-  docker_host:
-    description:
-      - Docker daemon to talk to; defaults to E(DOCKER_HOST) or the local socket.
     type: str
   timeout:
     description:

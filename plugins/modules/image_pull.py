@@ -25,6 +25,7 @@ description:
     stay only in the task's temporary files, which Ansible removes when the pull ends.
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - mindverse.sglang_pd.docker_daemon
 attributes:
   check_mode:
     support: full
@@ -46,10 +47,6 @@ options:
   password:
     description:
       - Registry password or token. Never logged, never returned, never written to a file.
-    type: str
-  docker_host:
-    description:
-      - Docker daemon to talk to; defaults to E(DOCKER_HOST) or the local socket.
     type: str
   timeout:
     description:

@@ -84,3 +84,29 @@ def test_absolute_paths_without_dest_with_directories_secrets_and_absent(tmp_pat
 def test_a_relative_path_without_dest_is_refused(tmp_path):
     result = run_module(file_set, {'files': [{'path': 'etc/x.env', 'content': 'x'}]})
     assert result['failed'] and "'etc/x.env': write an absolute path" in result['msg']
+
+
+def test_validate_checks_the_temporary_file_and_a_refused_file_is_not_written(tmp_path):
+    # grep -q exits 1 when the file lacks the word: the same contract as `nft --check --file %s`.
+    check = 'grep -q table %s'
+    good = {'path': 'firewall.nft', 'content': 'table inet x {}\n', 'mode': '0640', 'validate': check}
+    first = run_module(file_set, {'dest': str(tmp_path), 'files': [good]})
+    assert first['written'] == ['firewall.nft'] and (tmp_path / 'firewall.nft').read_text() == 'table inet x {}\n'
+
+    bad = dict(good, content='garbage\n')
+    refused = run_module(file_set, {'dest': str(tmp_path), 'files': [FILES[0], bad]})
+    assert refused['failed'] and 'firewall.nft was not written' in refused['msg'] and 'rc 1' in refused['msg']
+    assert refused['written'] == [FILES[0]['path']]
+    assert (tmp_path / 'firewall.nft').read_text() == 'table inet x {}\n'
+    assert sorted(os.listdir(tmp_path)) == ['firewall.nft', 'pd-node-0']
+
+    unchanged = run_module(file_set, {'dest': str(tmp_path), 'files': [dict(good, validate='false %s')]})
+    assert not unchanged['changed'], 'an unchanged file is not validated again'
+    checked = run_module(file_set, {'dest': str(tmp_path), 'files': [bad]}, check_mode=True)
+    assert checked['written'] == ['firewall.nft'] and (tmp_path / 'firewall.nft').read_text() == 'table inet x {}\n'
+
+
+def test_validate_without_the_placeholder_is_refused(tmp_path):
+    result = run_module(file_set, {'dest': str(tmp_path), 'files': [dict(FILES[0], validate='true')]})
+    assert result['failed'] and 'Nothing was changed' in result['msg'] and 'must contain %s' in result['msg']
+    assert os.listdir(tmp_path) == []
