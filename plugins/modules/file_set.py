@@ -171,6 +171,7 @@ unchanged:
   sample: 12
 """
 
+import contextlib
 import grp
 import os
 import posixpath
@@ -270,10 +271,11 @@ class Refused(Exception):
     """The validate command refused a file."""
 
 
-def write_atomic(target, data, mode, uid, gid, check=None):
-    """Write DATA to TARGET through a temporary file in the same folder, then rename it over TARGET.
+@contextlib.contextmanager
+def staged(target, data, mode, uid, gid):
+    """A temporary file beside TARGET holding DATA with its mode and owner, for the block to check.
 
-    CHECK, when given, is called with the temporary file's path before the rename.
+    Renamed over TARGET when the block ends without error; removed when it raises.
     """
     folder = os.path.dirname(target)
     os.makedirs(folder, mode=0o755, exist_ok=True)
@@ -284,8 +286,7 @@ def write_atomic(target, data, mode, uid, gid, check=None):
         os.chmod(temp, mode)
         if uid != -1 or gid != -1:
             os.chown(temp, uid, gid)
-        if check is not None:
-            check(temp)
+        yield temp
         os.replace(temp, target)
     except BaseException:
         if os.path.exists(temp):
@@ -319,22 +320,13 @@ def apply_file(module, entry, uid, gid, diffs):
         diffs.append({'before_header': entry['path'], 'after_header': entry['path'],
                       'before': '' if old is None else old.decode('utf-8', 'replace'), 'after': entry['content']})
     if not module.check_mode:
-        write_atomic(entry['target'], data, entry['mode'], uid, gid, validator(module, entry))
+        with staged(entry['target'], data, entry['mode'], uid, gid) as temp:
+            if entry['validate'] is not None:
+                rc, out, err = module.run_command(entry['validate'].replace('%s', shlex.quote(temp)))
+                if rc != 0:
+                    raise Refused(f"{entry['path']} was not written: {entry['validate']!r} refused it "
+                                  f"(rc {rc}): {(err or out).strip()}")
     return True
-
-
-def validator(module, entry):
-    """A check of the temporary file by ENTRY's validate command, or None when it has none."""
-    if entry['validate'] is None:
-        return None
-
-    def check(temp):
-        command = entry['validate'].replace('%s', shlex.quote(temp))
-        rc, out, err = module.run_command(command, use_unsafe_shell=False)
-        if rc != 0:
-            raise Refused(f"{entry['path']} was not written: {entry['validate']!r} refused it "
-                          f"(rc {rc}): {(err or out).strip()}")
-    return check
 
 
 def main():

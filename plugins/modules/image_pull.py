@@ -12,6 +12,8 @@ short_description: Pull an image by digest with registry credentials that never 
 version_added: 0.1.0
 description:
   - Pulls O(name) unless the Docker daemon already holds it, and returns the image it holds.
+  - Also returns Docker's data-root and the free space of its file system, read before the pull, so that in check mode
+    one call says whether the image is there and whether there is room for it.
   - The credentials go to the daemon in the pull request's C(X-Registry-Auth) header only. Nothing is
     written to C(/root/.docker/config.json), so no registry login is left on the node when a run
     stops half way, and none has to be removed afterwards (M(community.docker.docker_login) followed
@@ -29,7 +31,8 @@ extends_documentation_fragment:
 attributes:
   check_mode:
     support: full
-    details: Looks for the image; reports a change when it would be pulled and pulls nothing.
+    details: Looks for the image and measures the free space; reports a change when it would be pulled and pulls
+      nothing.
   diff_mode:
     support: none
   platform:
@@ -105,6 +108,19 @@ layers:
   returned: always
   type: dict
   sample: {downloaded: 12, present: 3}
+data_root:
+  description: The Docker daemon's data-root (C(docker info)'s C(DockerRootDir)).
+  returned: always
+  type: str
+  sample: /var/lib/docker
+free_bytes:
+  description:
+    - Bytes free for an unprivileged writer on the file system that holds RV(data_root), measured where the
+      module runs before anything is pulled (as C(df --output=avail)).
+    - V(null) when RV(data_root) is not a folder here (O(docker_host) names another machine's daemon).
+  returned: always
+  type: int
+  sample: 512000000000
 seconds:
   description: Seconds the pull took (0 when nothing was pulled).
   returned: always
@@ -118,6 +134,7 @@ retryable:
   type: bool
 """
 
+import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
@@ -191,14 +208,26 @@ def pull(api, name, auth_config=None):
     return {key: len(value) for key, value in layers.items()}
 
 
+def room(api):
+    """Docker's data-root and the bytes free on its file system (None when that folder is not here)."""
+    data_root = api.info().get('DockerRootDir', '')
+    try:
+        stats = os.statvfs(data_root)
+    except OSError:
+        return data_root, None
+    return data_root, stats.f_bavail * stats.f_frsize
+
+
 def run(module, api):
-    """Look for the image, pull it when missing; the module's result."""
+    """Measure the room, look for the image, pull it when missing; the module's result."""
     name = module.params['name']
+    data_root, free_bytes = room(api)
     found = local_image(api, name)
+    nothing = {'layers': {'downloaded': 0, 'present': 0}, 'seconds': 0.0, 'data_root': data_root, 'free_bytes': free_bytes}
     if found is not None:
-        return {'changed': False, 'image': image_summary(found), 'layers': {'downloaded': 0, 'present': 0}, 'seconds': 0.0}
+        return dict(nothing, changed=False, image=image_summary(found))
     if module.check_mode:
-        return {'changed': True, 'image': {}, 'layers': {'downloaded': 0, 'present': 0}, 'seconds': 0.0}
+        return dict(nothing, changed=True, image={})
     auth_config = None
     if module.params['username']:
         auth_config = {'username': module.params['username'], 'password': module.params['password']}
@@ -210,7 +239,8 @@ def run(module, api):
         raise PullError('the pull ended without error, but the daemon does not hold %s' % name)
     if '@' in name and name not in (found.get('RepoDigests') or []):
         raise PullError('the pulled image lists the repository digests %s, not %s' % (found.get('RepoDigests'), name))
-    return {'changed': True, 'image': image_summary(found), 'layers': layers, 'seconds': seconds}
+    return {'changed': True, 'image': image_summary(found), 'layers': layers, 'seconds': seconds,
+            'data_root': data_root, 'free_bytes': free_bytes}
 
 
 def main():

@@ -9,6 +9,8 @@ registry are used by tests/integration/test_image_pull_engine.py and the molecul
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from ansible_collections.mindverse.sglang_pd.plugins.module_utils import _image_artifacts
@@ -24,8 +26,9 @@ SECRET = 's3cr3t-token'
 class FakeAPI:
     """The calls of docker.APIClient the module makes, with a registry behind them."""
 
-    def __init__(self, present=False, events=None, digests=None):
+    def __init__(self, present=False, events=None, digests=None, data_root='/'):
         self.present = present
+        self.data_root = data_root
         self.events = events if events is not None else [
             {'status': 'Pulling from mindverse/sglang', 'id': DIGEST},
             {'status': 'Already exists', 'id': 'aaa'},
@@ -35,6 +38,9 @@ class FakeAPI:
         ]
         self.digests = digests if digests is not None else [REF]
         self.pulls = []
+
+    def info(self):
+        return {'DockerRootDir': self.data_root}
 
     def inspect_image(self, name):
         if not self.present:
@@ -98,6 +104,30 @@ def test_without_a_user_the_daemon_uses_its_own_configuration(api):
 def test_check_mode_reports_the_pull_and_pulls_nothing(api):
     result = run_module(image_pull, {'name': REF, 'username': 'sglang', 'password': SECRET}, check_mode=True)
     assert result['changed'] is True and result['image'] == {} and api.pulls == []
+
+
+def test_the_free_space_at_the_data_root_is_measured_before_the_pull(api, tmp_path, monkeypatch):
+    api.data_root = str(tmp_path)
+    measured = []
+
+    def statvfs(path):
+        measured.append((path, list(api.pulls)))
+        return SimpleNamespace(f_bavail=1000, f_frsize=4096)
+
+    monkeypatch.setattr(image_pull.os, 'statvfs', statvfs)
+    looked = run_module(image_pull, {'name': REF}, check_mode=True)
+    assert (looked['data_root'], looked['free_bytes']) == (str(tmp_path), 4096000)
+    pulled = run_module(image_pull, {'name': REF})
+    assert pulled['changed'] is True and pulled['free_bytes'] == 4096000
+    assert measured == [(str(tmp_path), []), (str(tmp_path), [])], 'measured before the pull started'
+    api.present = True
+    assert run_module(image_pull, {'name': REF})['free_bytes'] == 4096000
+
+
+def test_a_data_root_that_is_not_here_has_no_free_space_figure(api, tmp_path):
+    api.data_root = str(tmp_path / 'on-another-machine')
+    result = run_module(image_pull, {'name': REF}, check_mode=True)
+    assert result['data_root'] == api.data_root and result['free_bytes'] is None
 
 
 def test_a_refused_pull_fails_with_the_registry_reason_and_no_secret(api):
