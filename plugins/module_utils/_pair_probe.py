@@ -10,7 +10,8 @@ was registered) and ``bootstrap_room`` (a random integer in [0, 2**63 - 1]),
 sends that same body to the prefill and the decode worker at once, waits for
 both, and answers with decode's response (decode's error status and body when
 decode fails). This probe does the same for one pair and checks decode's
-completion and the latency.
+completion and the latency; ``probe_pairs`` probes many pairs, a few at a time,
+in one module call.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlsplit
 
 from ansible_collections.mindverse.sglang_pd.plugins.module_utils._chat import (
@@ -190,21 +192,69 @@ class PairProbe:
         return self._result(**values)
 
 
+# What each pair may set for itself; the other options are common to every pair.
+PAIR_KEYS = ('prefill_url', 'decode_url', 'bootstrap_port', 'bootstrap_host', 'room', 'api_key')
+COMMON_KEYS = ('model', 'messages', 'max_tokens', 'timeout', 'max_latency_ms', 'api_key', 'validate_certs')
+
+
+def pair_option_problem(pair):
+    """Why a pair's options cannot be probed, or None."""
+    if pair.get('room') is not None and not 0 <= pair['room'] <= ROOM_MAX:
+        return 'room must be between 0 and 2**63 - 1 (as the router draws it), got %s.' % pair['room']
+    if not 0 < pair['bootstrap_port'] <= 65535:
+        return 'bootstrap_port must be a TCP port (1-65535), got %s.' % pair['bootstrap_port']
+    return None
+
+
+def probe_one(pair, common, probe_class=PairProbe):
+    """Probe one pair (PAIR_KEYS over the COMMON_KEYS); its result, with failed and, when it failed, msg."""
+    options = dict(common)
+    options.update((key, value) for key, value in pair.items() if value is not None)
+    prefill_url, decode_url, bootstrap_port = options.pop('prefill_url'), options.pop('decode_url'), options.pop('bootstrap_port')
+    probe = probe_class(prefill_url, decode_url, bootstrap_port, **options)
+    try:
+        return dict(probe.run(), failed=False)
+    except PairProbeError as exc:
+        return dict(exc.result, failed=True, msg=exc.msg)
+
+
+def probe_pairs(pairs, common, parallel, probe_class=PairProbe):
+    """Probe PAIRS, at most PARALLEL at a time; their results, in the order of PAIRS."""
+    if not pairs:
+        return []
+    with ThreadPoolExecutor(max_workers=min(parallel, len(pairs)), thread_name_prefix='pd-pair') as pool:
+        return list(pool.map(lambda pair: probe_one(pair, common, probe_class), pairs))
+
+
+def failed_pairs_message(results):
+    """One message naming every pair that failed, each with its own message."""
+    failed = [result for result in results if result['failed']]
+    return '%d of %d prefill -> decode pairs failed: %s' % (
+        len(failed), len(results), ' | '.join(result['msg'] for result in failed))
+
+
 def run_pair_probe_module(module):
-    """Entry point of the sglang_pd_pair_probe module."""
+    """Entry point of the sglang_pd_pair_probe module: one pair, or every pair of the pairs option."""
     p = module.params
     if p['timeout'] <= 0:
         module.fail_json(msg='timeout must be greater than 0, got %s.' % p['timeout'])
-    if p['room'] is not None and not 0 <= p['room'] <= ROOM_MAX:
-        module.fail_json(msg='room must be between 0 and 2**63 - 1 (as the router draws it), got %s.' % p['room'])
-    if not 0 < p['bootstrap_port'] <= 65535:
-        module.fail_json(msg='bootstrap_port must be a TCP port (1-65535), got %s.' % p['bootstrap_port'])
-    probe = PairProbe(p['prefill_url'], p['decode_url'], p['bootstrap_port'], bootstrap_host=p['bootstrap_host'],
-                      room=p['room'], model=p['model'], messages=p['messages'], max_tokens=p['max_tokens'],
-                      timeout=p['timeout'], max_latency_ms=p['max_latency_ms'], api_key=p['api_key'],
-                      validate_certs=p['validate_certs'])
-    try:
-        result = probe.run()
-    except PairProbeError as exc:
-        module.fail_json(msg=exc.msg, changed=False, **exc.result)
-    module.exit_json(changed=False, **result)
+    if p['parallel'] < 1:
+        module.fail_json(msg='parallel must be 1 or more, got %s.' % p['parallel'])
+    common = {key: p[key] for key in COMMON_KEYS}
+    if p['pairs'] is None:
+        pair = {key: p[key] for key in PAIR_KEYS}
+        problem = pair_option_problem(pair)
+        if problem:
+            module.fail_json(msg=problem)
+        result = probe_one(pair, common)
+        if result.pop('failed'):
+            module.fail_json(changed=False, **result)
+        module.exit_json(changed=False, **result)
+    for index, pair in enumerate(p['pairs']):
+        problem = pair_option_problem(pair)
+        if problem:
+            module.fail_json(msg='pairs[%d] (prefill %s -> decode %s): %s' % (index, pair['prefill_url'], pair['decode_url'], problem))
+    results = probe_pairs(p['pairs'], common, p['parallel'])
+    if any(result['failed'] for result in results):
+        module.fail_json(msg=failed_pairs_message(results), changed=False, results=results)
+    module.exit_json(changed=False, results=results)

@@ -239,8 +239,7 @@ def run(module, api):
         raise PullError('the pull ended without error, but the daemon does not hold %s' % name)
     if '@' in name and name not in (found.get('RepoDigests') or []):
         raise PullError('the pulled image lists the repository digests %s, not %s' % (found.get('RepoDigests'), name))
-    return {'changed': True, 'image': image_summary(found), 'layers': layers, 'seconds': seconds,
-            'data_root': data_root, 'free_bytes': free_bytes}
+    return dict(nothing, changed=True, image=image_summary(found), layers=layers, seconds=seconds)
 
 
 def main():

@@ -218,3 +218,50 @@ def test_bootstrap_host_is_the_prefill_urls_host(url, host):
 def test_pair_name_brackets_ipv6():
     assert pair_name('http://[fd00::11]:1', 'fd00::11', 8998, 'http://d:2') == \
         'prefill http://[fd00::11]:1 (bootstrap [fd00::11]:8998) -> decode http://d:2'
+
+
+def test_pairs_are_probed_in_one_call_and_every_failure_is_named(pair):
+    prefill, decode = pair
+    closed = free_port()
+    good = dict(prefill_url=prefill.url, decode_url=decode.url, bootstrap_port=prefill.bootstrap_port)
+    pairs = [good, dict(good, bootstrap_port=closed), dict(good, room=77), dict(good, api_key='wrong')]
+    result = run_module(sglang_pd_pair_probe, dict(pairs=pairs, api_key=KEY, model=MODEL, timeout=20, parallel=2))
+    assert result['failed'] and result['changed'] is False
+    assert [probe['failed'] for probe in result['results']] == [False, True, False, True]
+    assert [probe['pair'] for probe in result['results']] == [named(prefill, decode), named(prefill, decode, closed),
+                                                              named(prefill, decode), named(prefill, decode)]
+    assert result['results'][2]['room'] == 77 and result['results'][0]['content']
+    assert result['msg'].startswith('2 of 4 prefill -> decode pairs failed: PD pair %s' % named(prefill, decode, closed))
+    assert ' | PD pair %s' % named(prefill, decode) in result['msg'] and 'decode answered HTTP 401' in result['msg']
+
+
+def test_pairs_that_all_pass_return_each_result_in_order(pair):
+    prefill, decode = pair
+    pairs = [dict(prefill_url=prefill.url, decode_url=decode.url, bootstrap_port=prefill.bootstrap_port, room=room)
+             for room in (1, 2, 3)]
+    result = run_module(sglang_pd_pair_probe, dict(pairs=pairs, api_key=KEY, timeout=20, max_latency_ms=10000))
+    assert not result.get('failed'), result['msg']
+    assert [probe['room'] for probe in result['results']] == [1, 2, 3]
+    assert all(probe['model'] == MODEL and not probe['failed'] for probe in result['results'])
+
+
+def test_a_pairs_key_is_never_echoed(pair, capsys):
+    prefill, decode = pair
+    pairs = [dict(prefill_url=prefill.url, decode_url=decode.url, bootstrap_port=free_port(), api_key=KEY)]
+    out = run_module_stdout(sglang_pd_pair_probe, dict(pairs=pairs, model=MODEL, timeout=20), capsys)
+    assert out['failed'] and KEY not in json.dumps(out)
+
+
+@pytest.mark.parametrize('values, message', [
+    (dict(pairs=[dict(prefill_url='http://p:1', decode_url='http://d:2', bootstrap_port=0)]),
+     'pairs[0] (prefill http://p:1 -> decode http://d:2): bootstrap_port must be a TCP port'),
+    (dict(pairs=[dict(prefill_url='http://p:1', decode_url='http://d:2', bootstrap_port=1, room=-1)]),
+     'room must be between 0 and 2**63 - 1'),
+    (dict(pairs=[], parallel=0), 'parallel must be 1 or more'),
+    (dict(pairs=[], prefill_url='http://p:1', decode_url='http://d:2', bootstrap_port=1), 'mutually exclusive'),
+    (dict(prefill_url='http://p:1'), 'parameters are required together'),
+    (dict(timeout=5), 'one of the following is required: pairs, prefill_url'),
+])
+def test_invalid_pairs_options_are_refused(values, message):
+    result = run_module(sglang_pd_pair_probe, values)
+    assert result['failed'] and message in result['msg']
