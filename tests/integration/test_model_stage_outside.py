@@ -28,8 +28,8 @@ FIRST = 'Check the first nodes outside this run that could serve a copy'
 REST = 'Check the other nodes outside this run when too few of the first hold a verified copy'
 
 
-def stage(tmp_path, broken=(), peer_concurrency=2, new=('n0',)):
-    """Run stage.yml for the NEW hosts in check mode; (the hosts each check task ran on, the plan)."""
+def run_stage(tmp_path, broken=(), peer_concurrency=2, new=('n0',)):
+    """Run stage.yml for the NEW hosts in check mode; (runner, its output)."""
     files = make_model_dir(str(tmp_path / 'model-source'))
     manifest = tmp_path / 'model.manifest'
     manifest.write_text(manifest_of(files))
@@ -67,7 +67,12 @@ def stage(tmp_path, broken=(), peer_concurrency=2, new=('n0',)):
                  'ANSIBLE_NOCOLOR': 'true',
                  'PATH': os.path.dirname(sys.executable) + os.pathsep + os.environ.get('PATH', '')},
         quiet=True)
-    stdout = runner.stdout.read()
+    return runner, runner.stdout.read()
+
+
+def stage(tmp_path, **args):
+    """Run stage.yml; (the hosts each check task ran on, the plan)."""
+    runner, stdout = run_stage(tmp_path, **args)
     assert runner.rc == 0, stdout
     checked = {FIRST: [], REST: []}
     plan = None
@@ -97,3 +102,10 @@ def test_as_many_are_checked_as_serve_every_new_node_in_one_wave(tmp_path):
     checked, plan = stage(tmp_path, peer_concurrency=1, new=('n0', 'n1'))
     assert checked == {FIRST: ['d0', 'd1'], REST: []}
     assert plan == [[{'host': 'n0', 'source': 'peer', 'peer': 'd0'}, {'host': 'n1', 'source': 'peer', 'peer': 'd1'}]]
+
+
+def test_a_peer_concurrency_below_one_is_refused_by_the_plan(tmp_path):
+    runner, stdout = run_stage(tmp_path, peer_concurrency=0)
+    assert runner.rc == 0, stdout  # the rescue reads past it
+    failed = [e['event_data']['res']['msg'] for e in runner.events if e['event'] == 'runner_on_failed']
+    assert len(failed) == 1 and 'peer_concurrency' in failed[0] and 'division' not in failed[0], stdout
