@@ -15,8 +15,9 @@ stream_options.include_usage) and not. A request counts as failed unless the ans
 complete, well-formed completion: HTTP 200, content, and for streams the usage chunk and
 data: [DONE].
 
-A request the router never accepted (TCP connection refused, as while the router restarts)
-is sent again for up to --connect-retry-secs, as a load balancer in front of it would; each
+A request the router never accepted (TCP connection refused, or reset before the request
+was sent because the listening socket closed with the connection still queued, both as while
+the router restarts) is sent again for up to --connect-retry-secs, as a load balancer in front of it would; each
 retry is counted in connect_retries and the summary reports the longest refused window.
 A request that was accepted and then failed is never retried.
 """
@@ -42,7 +43,12 @@ MAX_CONCURRENCY = 64
 
 
 class Refused(Exception):
-    """The TCP connection was refused: the request never reached a server."""
+    """The request never reached a server: the connection was refused, or closed before the request was sent.
+
+    A connection the kernel queued for a listening socket that closes (a router restarting)
+    is reset before the server accepts it: sending the request on it fails, and the server
+    has read nothing. An error after the request was sent is a failed request, not this.
+    """
 
 
 # ----------------------------------------------------------------- safety
@@ -114,7 +120,7 @@ def check_stream(status: int, raw: bytes) -> str | None:
 
 def send(host: str, port: int, body: dict[str, Any], timeout: float,
          api_key: str | None = None) -> tuple[int, bytes, float | None]:
-    """POST one chat completion on a fresh connection: ``(status, body, ttft)``; Refused if never accepted."""
+    """POST one chat completion on a fresh connection: ``(status, body, ttft)``; Refused if the server read nothing."""
     conn = http.client.HTTPConnection(host, port, timeout=timeout)
     try:
         try:
@@ -126,7 +132,10 @@ def send(host: str, port: int, body: dict[str, Any], timeout: float,
         headers = {"Content-Type": "application/json", "Connection": "close"}
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
-        conn.request("POST", "/v1/chat/completions", body=payload, headers=headers)
+        try:
+            conn.request("POST", "/v1/chat/completions", body=payload, headers=headers)
+        except (BrokenPipeError, ConnectionResetError) as exc:
+            raise Refused(f"closed before the request was sent: {exc}") from exc
         resp = conn.getresponse()
         ttft = None
         if body["stream"] and resp.status == 200:

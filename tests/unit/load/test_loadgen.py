@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import http.client
 import importlib.util
 import json
+import socket
 import subprocess
 import sys
 import threading
@@ -104,6 +106,44 @@ def test_summary_buckets_requests_by_the_phase_they_ended_in(tmp_path):
     assert (rows["one"]["plain_p50_ms"], rows["one"]["stream_p99_ms"], rows["two"]["plain_p50_ms"]) == (100.0, 300.0, None)
     assert rows["all"]["requests"] == 4
     assert "one" in loadgen.format_table(list(rows.values()))
+
+
+def test_a_connection_reset_before_the_request_is_sent_counts_as_refused(monkeypatch):
+    """A connection queued for a listener that then closes (a router restarting) is reset unread: Refused."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    real_connect = loadgen.http.client.HTTPConnection.connect
+
+    def connect_then_close_the_listener(conn):
+        real_connect(conn)  # the kernel completed the handshake; the server never accepts it
+        listener.close()
+        time.sleep(0.05)
+
+    monkeypatch.setattr(loadgen.http.client.HTTPConnection, "connect", connect_then_close_the_listener)
+    with pytest.raises(loadgen.Refused, match="closed before the request was sent"):
+        loadgen.send("127.0.0.1", listener.getsockname()[1], {"stream": False}, timeout=2)
+
+
+def test_an_error_after_the_request_was_sent_is_a_failure():
+    """A server that read the request and closed without an answer is not Refused: the request failed."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+
+    def read_and_close():
+        conn = listener.accept()[0]
+        conn.recv(65536)
+        conn.close()
+
+    thread = threading.Thread(target=read_and_close)
+    thread.start()
+    try:
+        with pytest.raises(http.client.RemoteDisconnected):
+            loadgen.send("127.0.0.1", listener.getsockname()[1], {"stream": False}, timeout=5)
+    finally:
+        thread.join()
+        listener.close()
 
 
 def test_run_is_bounded_and_retries_refused_connections(tmp_path, standin_model_dir):
