@@ -13,8 +13,11 @@ scenario), with load flowing through the router (tests/load/loadgen.py):
               run without scale_out.yml).
 
 Each is timed from the start of ansible-playbook until the new decode worker has served
-a request of the load (its /get_server_info counter moves), and until ansible-playbook
-exits. Before each run the new node is a fresh container (no image, no engine
+a request of the load, and until ansible-playbook exits. A request of the load is one the
+new worker answers once the router lists it (GET /workers with the admin key): its
+/get_server_info counter moves past the value it had before the router listed it. The pair
+probes the playbooks send the new worker before registering it move that counter too, so
+the counter alone would time the probe, not the traffic. Before each run the new node is a fresh container (no image, no engine
 configuration) and the router does not know it. Also reported: whether the router
 restarted and how many requests failed during the run.
 
@@ -93,18 +96,30 @@ def playbook(inventories, *args, log_path=None):
 
 
 KEY_FILE = os.path.join(REPO, '.cache', 'router-api-key')  # the workers' key too
+ADMIN_KEY_FILE = os.path.join(REPO, '.cache', 'router-control-plane-admin-key')
+
+
+def get_json(url, key_file):
+    """The JSON object at url, asked with the key in key_file; None when it does not answer."""
+    with open(key_file, encoding='utf-8') as handle:
+        request = urllib.request.Request(url, headers={'Authorization': 'Bearer ' + handle.read().strip()})
+    try:
+        with urllib.request.urlopen(request, timeout=2) as resp:
+            return json.load(resp)
+    except (OSError, ValueError):
+        return None
 
 
 def served(url):
     """Requests the stand-in at url has answered, or None when it does not answer."""
-    with open(KEY_FILE, encoding='utf-8') as handle:
-        request = urllib.request.Request(url + '/get_server_info',
-                                         headers={'Authorization': 'Bearer ' + handle.read().strip()})
-    try:
-        with urllib.request.urlopen(request, timeout=2) as resp:
-            return int(json.load(resp).get('standin_requests_served', 0))
-    except (OSError, ValueError):
-        return None
+    info = get_json(url + '/get_server_info', KEY_FILE)
+    return None if info is None else int(info.get('standin_requests_served', 0))
+
+
+def listed_by_router(url):
+    """Whether the router lists the worker at url (GET /workers with the admin key)."""
+    workers = (get_json(ROUTER_URL + '/workers', ADMIN_KEY_FILE) or {}).get('workers') or []
+    return any(str(w.get('url') if isinstance(w, dict) else w).rstrip('/') == url for w in workers)
 
 
 def router_started(node):
@@ -150,10 +165,17 @@ def timed_run(mode, inv, grown, workdir, records):
     with open(log_path, 'w', encoding='utf-8') as out:
         proc = subprocess.Popen([PLAYBOOK, '-i', inv, '-i', grown] + args, cwd=REPO, env=proc_env,
                                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        before_listed = 0  # the new worker's counter before the router listed it: the pair probes
         while True:
             now = time.monotonic()
-            if 'serving' not in result and (served(NEW_URL) or 0) > 0:
-                result['serving'] = now - start
+            if 'serving' not in result:
+                count = served(NEW_URL) or 0
+                if 'listed' not in result and listed_by_router(NEW_URL):
+                    result['listed'] = now - start
+                elif 'listed' not in result:
+                    before_listed = count
+                elif count > before_listed:
+                    result['serving'] = now - start
             if proc.poll() is not None:
                 exited = now if exited is None else exited
                 # After ansible-playbook exits, give the first request up to 60 s to arrive.
@@ -224,7 +246,10 @@ def markdown(args, rows, started, load, loadavg):
     lines += [
         '',
         'Ratio: site.yml / scale_out.yml until the new worker serves = **%.1fx**. Per run: %s.' % (
-            site_serving / so_serving, ', '.join('%s %.1f s' % (r['mode'], r['serving']) for r in rows)),
+            site_serving / so_serving, ', '.join('%s %.1f s (listed by the router after %.1f s)' % (
+                r['mode'], r['serving'], r['listed']) for r in rows)),
+        'The new worker serves a request of the load once the router lists it and its request counter moves past '
+        'the value it had before (the pair probes sent before the registration move it too, and are not counted).',
         'A request refused at connect is sent again by the load generator (as a load balancer would), so the '
         'router restart of site.yml shows as refused connections, not as failed requests.',
         '',
@@ -268,8 +293,9 @@ def main():
                 row = timed_run(mode, inv, grown, workdir, records)
                 row['mode'] = mode
                 rows.append(row)
-                log('  serving after %.1f s, playbook %.1f s, router restarted: %s, refused up to %.1f s, failed %d of %d'
-                    % (row['serving'], row['playbook'], row['router_restarted'], row['refused'], row['failed'],
+                log('  listed by the router after %.1f s, serving after %.1f s, playbook %.1f s, router restarted: %s, '
+                    'refused up to %.1f s, failed %d of %d'
+                    % (row['listed'], row['serving'], row['playbook'], row['router_restarted'], row['refused'], row['failed'],
                        row['requests']))
                 reset(inv, grown, workdir)
     finally:
