@@ -206,24 +206,24 @@ def pair_option_problem(pair):
     return None
 
 
-def probe_one(pair, common, probe_class=PairProbe):
+def probe_one(pair, common):
     """Probe one pair (PAIR_KEYS over the COMMON_KEYS); its result, with failed and, when it failed, msg."""
     options = dict(common)
     options.update((key, value) for key, value in pair.items() if value is not None)
     prefill_url, decode_url, bootstrap_port = options.pop('prefill_url'), options.pop('decode_url'), options.pop('bootstrap_port')
-    probe = probe_class(prefill_url, decode_url, bootstrap_port, **options)
+    probe = PairProbe(prefill_url, decode_url, bootstrap_port, **options)
     try:
         return dict(probe.run(), failed=False)
     except PairProbeError as exc:
         return dict(exc.result, failed=True, msg=exc.msg)
 
 
-def probe_pairs(pairs, common, parallel, probe_class=PairProbe):
+def probe_pairs(pairs, common, parallel):
     """Probe PAIRS, at most PARALLEL at a time; their results, in the order of PAIRS."""
     if not pairs:
         return []
     with ThreadPoolExecutor(max_workers=min(parallel, len(pairs)), thread_name_prefix='pd-pair') as pool:
-        return list(pool.map(lambda pair: probe_one(pair, common, probe_class), pairs))
+        return list(pool.map(lambda pair: probe_one(pair, common), pairs))
 
 
 def failed_pairs_message(results):

@@ -40,15 +40,10 @@ options:
       - gfx target every visible GPU must report, for example V(gfx942) for MI300X.
     type: str
 extends_documentation_fragment:
+  - mindverse.sglang_pd.read_only
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.facts
 attributes:
-  check_mode:
-    description: Runs normally in check mode; it only reads.
-    support: full
-  diff_mode:
-    description: Never reports a change, so there is no diff.
-    support: none
   facts:
     support: full
   platform:

@@ -14,6 +14,8 @@ description:
   - Pulls O(name) unless the Docker daemon already holds it, and returns the image it holds.
   - Also returns Docker's data-root and the free space of its file system, read before the pull, so that in check mode
     one call says whether the image is there and whether there is room for it.
+  - And the IDs of the other images of O(name)'s repository that the daemon holds, read before the pull, so that a
+    caller that removes old images of the repository knows, without another call, when there is none to remove.
   - The credentials go to the daemon in the pull request's C(X-Registry-Auth) header only. Nothing is
     written to C(/root/.docker/config.json), so no registry login is left on the node when a run
     stops half way, and none has to be removed afterwards (M(community.docker.docker_login) followed
@@ -121,6 +123,16 @@ free_bytes:
   returned: always
   type: int
   sample: 512000000000
+others:
+  description:
+    - IDs of the images of O(name)'s repository that the daemon holds, other than the one it holds for O(name), read
+      before anything is pulled (Docker's C(reference) filter on the repository, which matches images pulled by
+      digest too).
+    - Empty when O(name)'s image is the only one of its repository, or the repository has none.
+  returned: always
+  type: list
+  elements: str
+  sample: [sha256:9f8e7d6c5b4a39281706f5e4d3c2b1a09f8e7d6c5b4a39281706f5e4d3c2b1a0]
 seconds:
   description: Seconds the pull took (0 when nothing was pulled).
   returned: always
@@ -218,12 +230,20 @@ def room(api):
     return data_root, stats.f_bavail * stats.f_frsize
 
 
+def other_images(api, name, found):
+    """IDs of the images of NAME's repository other than FOUND (the image held for NAME, or None)."""
+    held = found.get('Id') if found is not None else None
+    listed = api.images(name=split_reference(name)[0], quiet=True)
+    return sorted(set(image_id for image_id in listed if image_id != held))
+
+
 def run(module, api):
-    """Measure the room, look for the image, pull it when missing; the module's result."""
+    """Measure the room, look for the image and the repository's others, pull it when missing; the module's result."""
     name = module.params['name']
     data_root, free_bytes = room(api)
     found = local_image(api, name)
-    nothing = {'layers': {'downloaded': 0, 'present': 0}, 'seconds': 0.0, 'data_root': data_root, 'free_bytes': free_bytes}
+    nothing = {'layers': {'downloaded': 0, 'present': 0}, 'seconds': 0.0, 'data_root': data_root, 'free_bytes': free_bytes,
+               'others': other_images(api, name, found)}
     if found is not None:
         return dict(nothing, changed=False, image=image_summary(found))
     if module.check_mode:

@@ -18,6 +18,8 @@ description:
   - The module only reads; it never reports a change and runs in check mode as well.
 author:
   - mindverse infrastructure team (@mindverse)
+extends_documentation_fragment:
+  - mindverse.sglang_pd.read_only
 options:
   url:
     description:
@@ -80,13 +82,6 @@ options:
     description:
       - "API key sent as C(Authorization: Bearer <api_key>) (the router's or server's C(--api-key))."
     type: str
-attributes:
-  check_mode:
-    description: Runs normally in check mode; it only reads.
-    support: full
-  diff_mode:
-    description: Never reports a change, so there is no diff.
-    support: none
 notes:
   - SGLang servers answer C(/health_generate) with 503 while they start; the router answers
     C(/readiness) with 503 until one healthy prefill and one healthy decode server are registered.

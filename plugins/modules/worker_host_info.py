@@ -42,14 +42,9 @@ options:
     elements: str
     default: []
 extends_documentation_fragment:
+  - mindverse.sglang_pd.read_only
   - ansible.builtin.action_common_attributes
 attributes:
-  check_mode:
-    description: Runs normally in check mode; it only reads.
-    support: full
-  diff_mode:
-    description: Never reports a change, so there is no diff.
-    support: none
   platform:
     platforms: posix
 seealso:

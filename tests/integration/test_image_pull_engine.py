@@ -63,6 +63,10 @@ def test_a_removed_digest_is_pulled_again_through_the_registry():
     assert pulled['changed'] is True and name in pulled['image']['repo_digests'], pulled
     assert again['changed'] is False and again['image']['id'] == pulled['image']['id']
     assert _config() == before
+    pinned = subprocess.run(['docker', 'image', 'inspect', '--format', '{{.Id}}',
+                             FLEET['sglang_pd_image_repository'] + '@' + FLEET['sglang_pd_image_digest']],
+                            capture_output=True, text=True, check=True).stdout.strip()
+    assert pinned in again['others'] and again['image']['id'] not in again['others'], again['others']
 
 
 @pytest.mark.parametrize('password, reason', [

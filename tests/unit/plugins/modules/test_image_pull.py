@@ -28,6 +28,8 @@ class FakeAPI:
 
     def __init__(self, present=False, events=None, digests=None, data_root='/'):
         self.present = present
+        self.others = []  # IDs of the repository's other images
+        self.listed = []
         self.data_root = data_root
         self.events = events if events is not None else [
             {'status': 'Pulling from mindverse/sglang', 'id': DIGEST},
@@ -46,6 +48,10 @@ class FakeAPI:
         if not self.present:
             raise image_pull.NotFound('No such image: %s' % name)
         return {'Id': 'sha256:' + 'cd' * 32, 'RepoDigests': self.digests, 'Size': 1234}
+
+    def images(self, name=None, quiet=False):
+        self.listed.append((name, quiet, list(self.pulls)))
+        return ([('sha256:' + 'cd' * 32)] if self.present else []) + self.others
 
     def pull(self, repository, tag=None, stream=False, decode=False, auth_config=None):
         self.pulls.append({'repository': repository, 'tag': tag, 'stream': stream, 'decode': decode, 'auth_config': auth_config})
@@ -122,6 +128,17 @@ def test_the_free_space_at_the_data_root_is_measured_before_the_pull(api, tmp_pa
     assert measured == [(str(tmp_path), []), (str(tmp_path), [])], 'measured before the pull started'
     api.present = True
     assert run_module(image_pull, {'name': REF})['free_bytes'] == 4096000
+
+
+def test_the_repository_s_other_images_are_listed_before_the_pull(api):
+    old = 'sha256:' + '01' * 32
+    assert run_module(image_pull, {'name': REF}, check_mode=True)['others'] == []
+    api.others = [old, old]  # an image listed twice (two tags)
+    pulled = run_module(image_pull, {'name': REF})
+    assert pulled['changed'] is True and pulled['others'] == [old]
+    assert api.listed[-1] == (REPO, True, []), 'listed by repository, before the pull'
+    present = run_module(image_pull, {'name': REF}, check_mode=True)
+    assert present['changed'] is False and present['others'] == [old], 'the image held for the name is not an other'
 
 
 def test_a_data_root_that_is_not_here_has_no_free_space_figure(api, tmp_path):
