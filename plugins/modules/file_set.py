@@ -164,6 +164,14 @@ written:
   type: list
   elements: str
   sample: [pd-node-0/sglang-router.json, pd-node-0/sglang-router.sh]
+created:
+  description:
+    - The paths of RV(written) that did not exist before this call.
+    - A caller can tell a new file from a changed one, for instance a new systemd unit, which has no state to reset.
+  returned: always
+  type: list
+  elements: str
+  sample: [pd-node-0/sglang-router.sh]
 unchanged:
   description: How many files already held the content, mode, owner and group asked for.
   returned: always
@@ -351,8 +359,9 @@ def main():
     dest = os.path.abspath(module.params['dest']) if module.params['dest'] else None
     entries, absent = plan(module, dest)
     uid, gid = ids(module)
-    changed_paths, written, unchanged, diffs = [], [], 0, []
+    changed_paths, written, created, unchanged, diffs = [], [], [], 0, []
     for entry in entries:
+        existed = os.path.lexists(entry['target'])
         try:
             if entry['directory']:
                 changed = apply_directory(module, entry, uid, gid)
@@ -366,6 +375,8 @@ def main():
             changed_paths.append(entry['path'])
             if not entry['directory']:
                 written.append(entry['path'])
+                if not existed:
+                    created.append(entry['path'])
         elif not entry['directory']:
             unchanged += 1
     for path, target in absent:
@@ -376,7 +387,8 @@ def main():
                     os.unlink(target)
                 except OSError as exc:
                     module.fail_json(msg=f"Cannot remove {path}: {exc.strerror or exc}", changed_paths=changed_paths)
-    result = dict(changed=bool(changed_paths), changed_paths=changed_paths, written=written, unchanged=unchanged)
+    result = dict(changed=bool(changed_paths), changed_paths=changed_paths, written=written, created=created,
+                  unchanged=unchanged)
     if diffs:
         result['diff'] = diffs
     module.exit_json(**result)

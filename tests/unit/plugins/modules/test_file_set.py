@@ -19,6 +19,7 @@ FILES = [
 def test_writes_every_file_with_its_mode(tmp_path):
     result = run_module(file_set, {'dest': str(tmp_path / 'out'), 'files': FILES})
     assert result['changed'] and sorted(result['written']) == sorted(f['path'] for f in FILES)
+    assert sorted(result['created']) == sorted(result['written'])
     assert (tmp_path / 'out' / 'pd-node-1' / 'sglang-decode.sh').read_text() == '#!/bin/sh\nexec false\n'
     assert os.stat(tmp_path / 'out' / 'pd-node-0' / 'sglang-router.sh').st_mode & 0o777 == 0o755
     assert os.stat(tmp_path / 'out' / 'pd-node-0' / 'sglang-router.json').st_mode & 0o777 == 0o644
@@ -32,13 +33,14 @@ def test_second_run_changes_nothing_and_a_changed_file_is_rewritten_alone(tmp_pa
     os.chmod(tmp_path / 'pd-node-1' / 'sglang-decode.sh', 0o644)
     third = run_module(file_set, {'dest': str(tmp_path), 'files': FILES})
     assert sorted(third['written']) == ['pd-node-0/sglang-router.json', 'pd-node-1/sglang-decode.sh']
+    assert third['created'] == [] and again['created'] == []
     assert (tmp_path / 'pd-node-0' / 'sglang-router.json').read_text() == '{}\n'
     assert not [name for name in os.listdir(tmp_path / 'pd-node-0') if name.startswith('.file-set-')]
 
 
 def test_check_mode_writes_nothing(tmp_path):
     result = run_module(file_set, {'dest': str(tmp_path / 'out'), 'files': FILES}, check_mode=True)
-    assert result['changed'] and len(result['written']) == 3
+    assert result['changed'] and len(result['written']) == 3 and len(result['created']) == 3
     assert not (tmp_path / 'out').exists()
 
 
