@@ -17,8 +17,8 @@ a request of the load, and until ansible-playbook exits. A request of the load i
 new worker answers once the router lists it (GET /workers with the admin key): its
 /get_server_info counter moves past the value it had before the router listed it. The pair
 probes the playbooks send the new worker before registering it move that counter too, so
-the counter alone would time the probe, not the traffic. Before each run the new node is a fresh container (no image, no engine
-configuration) and the router does not know it. Also reported: whether the router
+the counter alone would time the probe, not the traffic. Before each run the new node is a
+fresh container (no image, no engine configuration) and the router does not know it. Also reported: whether the router
 restarted and how many requests failed during the run.
 
 Usage (from the repository root, after `make setup`):

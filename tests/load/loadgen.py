@@ -17,8 +17,9 @@ data: [DONE].
 
 A request the router never accepted (TCP connection refused, or reset before the request
 was sent because the listening socket closed with the connection still queued, both as while
-the router restarts) is sent again for up to --connect-retry-secs, as a load balancer in front of it would; each
-retry is counted in connect_retries and the summary reports the longest refused window.
+the router restarts) is sent again for up to --connect-retry-secs, as a load balancer in
+front of it would; each retry is counted in connect_retries and the summary reports the
+longest refused window.
 A request that was accepted and then failed is never retried.
 """
 
