@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from ansible_collections.mindverse.sglang_pd.plugins.modules import file_set
 from module_runner import run_module
 
@@ -112,3 +114,54 @@ def test_validate_without_the_placeholder_is_refused(tmp_path):
     result = run_module(file_set, {'dest': str(tmp_path), 'files': [dict(FILES[0], validate='true')]})
     assert result['failed'] and 'Nothing was changed' in result['msg'] and 'must contain %s' in result['msg']
     assert os.listdir(tmp_path) == []
+
+
+# Fixture: a systemctl that answers `systemctl show` as systemd does, one block per unit asked.
+SYSTEMCTL_SHOW = (
+    'ActiveState=active\nUnitFileState=enabled\nNeedDaemonReload=no\n\n'
+    'ActiveState=active\nUnitFileState=enabled\nNeedDaemonReload=yes\n\n'
+    'ActiveState=inactive\nUnitFileState=enabled\nNeedDaemonReload=no\n\n'
+    'ActiveState=active\nUnitFileState=disabled\nNeedDaemonReload=no\n'
+)
+
+
+def fake_systemctl(tmp_path, monkeypatch, output, rc=0):
+    """Put a systemctl first on PATH that prints OUTPUT and exits RC; return the file it logs its argv to."""
+    folder = tmp_path / 'bin'
+    folder.mkdir()
+    calls = tmp_path / 'systemctl.calls'
+    script = folder / 'systemctl'
+    script.write_text(f"#!/bin/sh\necho \"$@\" >> {calls}\nprintf '%s' '{output}'\nexit {rc}\n")
+    script.chmod(0o755)
+    monkeypatch.setenv('PATH', f"{folder}{os.pathsep}{os.environ['PATH']}")
+    return calls
+
+
+def test_units_report_their_state_and_only_a_settled_unit_counts_as_up(tmp_path, monkeypatch):
+    calls = fake_systemctl(tmp_path, monkeypatch, SYSTEMCTL_SHOW)
+    units = ['up', 'stale-unit-file', 'stopped', 'not-enabled']
+    result = run_module(file_set, {'dest': str(tmp_path / 'out'), 'files': FILES, 'units': units})
+    assert result['units_up'] == ['up']
+    assert result['units']['stale-unit-file'] == {'active_state': 'active', 'unit_file_state': 'enabled',
+                                                  'need_daemon_reload': True}
+    assert result['units']['stopped']['active_state'] == 'inactive'
+    assert result['units']['not-enabled']['unit_file_state'] == 'disabled'
+    assert calls.read_text().split() == ['show', '--property=ActiveState,UnitFileState,NeedDaemonReload', '--', *units]
+    # Read in check mode too, after (would-be) writes, and one call for all of them.
+    checked = run_module(file_set, {'dest': str(tmp_path / 'out'), 'files': FILES, 'units': units}, check_mode=True)
+    assert checked['units_up'] == ['up'] and len(calls.read_text().splitlines()) == 2
+
+
+# A failed systemctl, and a reply that does not hold one block per unit asked (not matched to the names).
+@pytest.mark.parametrize('rc, units', [(1, ['up', 'b', 'c', 'd']), (0, ['up', 'other'])])
+def test_units_that_cannot_be_read_are_never_up(tmp_path, monkeypatch, rc, units):
+    fake_systemctl(tmp_path, monkeypatch, SYSTEMCTL_SHOW, rc=rc)
+    result = run_module(file_set, {'dest': str(tmp_path / 'out'), 'files': FILES, 'units': units})
+    assert result['units_up'] == [] and 'units' not in result and not result.get('failed')
+    assert result['written'] and (tmp_path / 'out' / 'pd-node-0' / 'sglang-router.json').exists()
+
+
+def test_without_units_systemctl_is_not_called(tmp_path, monkeypatch):
+    calls = fake_systemctl(tmp_path, monkeypatch, SYSTEMCTL_SHOW)
+    result = run_module(file_set, {'dest': str(tmp_path / 'out'), 'files': FILES})
+    assert result['units_up'] == [] and 'units' not in result and not calls.exists()

@@ -1,0 +1,94 @@
+# Copyright: mindverse
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The workers of every host are written and started at once, position by position, each with its own files.
+
+Ansible runs an included role once for all the hosts that include it with the same loop item, and
+host after host when the items differ: looping over the workers themselves (each with its own
+name) ran one host at a time, 2,000 times over at 1,000 nodes of 2 workers. The real task file
+(roles/sglang_worker/tasks/service.yml) runs here through ansible-runner, in plan mode (check
+mode: nothing is written), for three hosts with 1, 1 and 2 workers.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import sys
+
+import pytest
+import yaml
+
+ansible_runner = pytest.importorskip('ansible_runner')
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
+WORKERS = {'host-a': ['sglang-prefill'], 'host-b': ['sglang-decode'], 'host-c': ['sglang-decode', 'sglang-decode-1']}
+
+# Fixture: systemd is not PID 1 on this machine; this answers as systemd does for a unit that is
+# loaded, active and enabled (`show` for every unit named, `is-enabled`), and does nothing else.
+FAKE_SYSTEMCTL = r"""#!/bin/sh
+case "$1" in
+  show)
+    shift
+    for unit in "$@"; do
+      case "$unit" in --*) ;; *)
+        printf 'Id=%s.service\nLoadState=loaded\nActiveState=active\nUnitFileState=enabled\nNeedDaemonReload=no\n\n' "$unit";;
+      esac
+    done;;
+  is-enabled) echo enabled;;
+esac
+exit 0
+"""
+
+
+def _inventory():
+    hosts = {}
+    for host, names in WORKERS.items():
+        hosts[host] = {'ansible_connection': 'local', 'ansible_python_interpreter': sys.executable,
+                       '__sglang_worker_loop': [{'name': name, 'host': host} for name in names]}
+    return {'all': {'hosts': hosts}}
+
+
+def test_each_position_runs_on_every_host_at_once_with_that_hosts_worker(tmp_path):
+    fake_bin = tmp_path / 'bin'
+    fake_bin.mkdir()
+    (fake_bin / 'systemctl').write_text(FAKE_SYSTEMCTL)
+    (fake_bin / 'systemctl').chmod(0o755)
+    playbook = tmp_path / 'services.yml'
+    playbook.write_text(yaml.safe_dump([{
+        'name': 'Plan the worker services',
+        'hosts': 'all',
+        'gather_facts': False,
+        'tasks': [{'name': 'Run the service entry point of the worker role',
+                   'ansible.builtin.include_role': {'name': 'mindverse.sglang_pd.sglang_worker', 'tasks_from': 'service.yml'}}],
+    }]))
+    (tmp_path / 'runner').mkdir()
+    runner = ansible_runner.run(
+        private_data_dir=str(tmp_path / 'runner'),
+        playbook=str(playbook),
+        inventory=_inventory(),
+        extravars={'__sglang_worker_plan_only': True, '__sglang_worker_description': 'test worker',
+                   '__sglang_worker_env': {}, '__sglang_worker_launch': {'secret': {}}, '__sglang_worker_secret_file': '',
+                   '__sglang_worker_docker_argv': ['docker', 'run', '--detach', 'image']},
+        envvars={'ANSIBLE_CONFIG': os.path.join(REPO, 'ansible.cfg'),
+                 'ANSIBLE_COLLECTIONS_PATH': os.path.join(REPO, '.cache', 'collections'),
+                 'ANSIBLE_NOCOLOR': 'true', 'PATH': f"{fake_bin}{os.pathsep}{os.environ['PATH']}"},
+        quiet=True,
+    )
+    stdout = runner.stdout.read()
+    assert runner.rc == 0, stdout
+    writes = [e['event_data'] for e in runner.events
+              if e['event'] == 'runner_on_ok' and e['event_data']['task'] == "Write the service's files"]
+    hosts_per_task = collections.defaultdict(set)
+    for write in writes:
+        hosts_per_task[write['task_uuid']].add(write['host'])
+    # Two positions, two runs of the service role: the first for all three hosts, the second for host-c.
+    assert sorted(map(sorted, hosts_per_task.values())) == [['host-a', 'host-b', 'host-c'], ['host-c']], stdout
+    # Each host planned its own workers' files in the shared runs.
+    for host, names in WORKERS.items():
+        written = [path for write in writes if write['host'] == host for path in write['res']['written']]
+        assert sorted(os.path.basename(path) for path in written if path.endswith('.sh')) == sorted(f'{n}.sh' for n in names)
+    # A unit that runs and is enabled still restarts when its files would change (plan mode: would restart).
+    runs = [e['event_data'] for e in runner.events
+            if e['event'] == 'runner_on_ok' and e['event_data']['task_action'] == 'ansible.builtin.systemd_service']
+    assert sorted(run['host'] for run in runs) == ['host-a', 'host-b', 'host-c', 'host-c'], stdout
+    assert all(run['res']['changed'] for run in runs), stdout
