@@ -37,8 +37,9 @@ API_WORKERS = 'workers'
 API_LEGACY = 'legacy'
 WORKER_TYPES = ('prefill', 'decode', 'regular')
 UNKNOWN = 'unknown'
-# Seconds between two GET /workers while waiting for the router to report a change.
-POLL_INTERVAL = 1.0
+# Seconds between two GET /workers while waiting for the router to report a change: a short,
+# cheap read, so a registered worker is seen (and serves) soon after the router lists it.
+POLL_INTERVAL = 0.25
 # The router's per-worker circuit-breaker gauge on its Prometheus port, and its values
 # (sglang-router 0.3.x, "smg" metrics: 0 closed, 1 open, 2 half-open; -1 once removed).
 CB_STATE_METRIC = 'smg_worker_cb_state'
