@@ -192,5 +192,6 @@ def test_check_mode_measures_nothing_and_site_yml_skips_it_by_default(tmp_path):
     # Imported by site.yml (which names itself) with sglang_pd_fabric_check at its default: no host is read.
     runner, stdout, events = run(tmp_path, {'gbps': 100.0}, 26400, cmdline='-e sglang_pd_fabric_check_playbook=site.yml')
     assert runner.rc == 0, stdout
-    assert not [e for e in events if e['event'] == 'runner_on_ok' and e['event_data'].get('task') == 'Read the GPUs and RDMA devices from sysfs']
+    read = "Read the host's devices, groups, GPUs and RDMA devices"
+    assert not [e for e in events if e['event'] == 'runner_on_ok' and e['event_data'].get('task') == read]
     assert 'Skip the fabric check' in stdout
