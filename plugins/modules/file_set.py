@@ -25,6 +25,9 @@ description:
   - With O(units), it also reads the state of the systemd units these files configure, after writing them, in the
     same call. A caller that wrote nothing skips starting a unit listed in RV(units_up), so that on a no-op run a
     service costs one round trip, not two.
+  - Its action plugin adds what a call on a node asks for (without O(dest), not delegated to another host) to the
+    host fact C(__sglang_pd_managed), also in check mode, which the end of C(site.yml) records
+    (M(mindverse.sglang_pd.settled_state)). Each file's sha256 is kept, never a secret file's content or digest.
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
 attributes:

@@ -17,8 +17,8 @@ description:
     change, and C(site.yml) goes straight to verifying the fleet (docs/scaling.md).
   - What is read is the node itself, never the record's word for it. For every file, folder, removed path and
     systemd unit a run wrote through M(mindverse.sglang_pd.file_set) (the host fact C(__sglang_pd_managed) its action
-    plugin keeps): each file's sha256, mode and owner; a secret file's size and modification time (its content
-    is read by no one); each folder's mode and owner; whether a removed path came back; each unit's state. Also the
+    plugin keeps), it reads each file's sha256, mode and owner, a secret file's size and modification time (its
+    content is read by no one), each folder's mode and owner, whether a removed path came back, each unit's state. Also the
     listing (names, sizes, modification times) of each model folder of O(managed), the image ID and state of every
     container labelled C(org.mindverse.sglang_pd.service), and the rules (without counters) of every nftables table
     named C(sglang*).
