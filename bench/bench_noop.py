@@ -9,7 +9,11 @@ node containers, inventories/local), runs, alternately, --runs times each:
 * reach    - ``ansible sglang_pd -m ansible.builtin.setup -a gather_subset=min``
              (what reaching every host costs, with the same forks and connection);
 * no-op    - ``ansible-playbook site.yml`` (nothing to change: the recap must say
-             changed=0 on every host, else the run is reported as not a no-op).
+             changed=0 on every host, else the run is reported as not a no-op). Every node
+             holds what the last verified run recorded, so the run compares the nodes, ends
+             the converging plays and verifies the fleet (playbooks/settled.yml);
+* every play - the same with ``-e '{"sglang_pd_skip_settled": false}'``: every role runs and
+             finds nothing to change (what a no-op cost before the comparison).
 
 The last no-op run also reports its time per role (ansible.posix.profile_roles).
 Target: no-op <= 8x reach.
@@ -64,13 +68,19 @@ def main():
     parser.add_argument('--append', help='append the markdown section to this file')
     args = parser.parse_args()
     load_start = ' / '.join(f'{v:.1f}' for v in os.getloadavg())
-    reach, noop, not_noop, profile = [], [], [], []
+    # A first run records the nodes (the collection's files may have changed since the last record).
+    run([os.path.join(BIN, 'ansible-playbook'), 'site.yml', '-i', args.inventory])
+    reach, noop, every, not_noop, profile = [], [], [], [], []
     for index in range(args.runs):
         reach.append(run([os.path.join(BIN, 'ansible'), 'sglang_pd', '-i', args.inventory, '-m', 'ansible.builtin.setup',
                           '-a', 'gather_subset=min'])[0])
         extra = {'ANSIBLE_CALLBACKS_ENABLED': 'ansible.posix.profile_roles'} if index == args.runs - 1 else {}
         seconds, stdout = run([os.path.join(BIN, 'ansible-playbook'), 'site.yml', '-i', args.inventory], extra)
         noop.append(seconds)
+        not_noop += changed_hosts(stdout)
+        seconds, stdout = run([os.path.join(BIN, 'ansible-playbook'), 'site.yml', '-i', args.inventory,
+                               '-e', '{"sglang_pd_skip_settled": false}'])
+        every.append(seconds)
         not_noop += changed_hosts(stdout)
         if extra:
             profile = role_times(stdout)
@@ -85,7 +95,9 @@ def main():
         f'{load_start} at the start, {load_end} at the end. Median of {args.runs} runs (min in brackets).', '',
         '| run | seconds |', '|---|---:|',
         f'| `ansible sglang_pd -m setup -a gather_subset=min` | {statistics.median(reach):.1f} ({min(reach):.1f}) |',
-        f'| no-op `ansible-playbook site.yml` | {statistics.median(noop):.1f} ({min(noop):.1f}) |', '',
+        f'| no-op `ansible-playbook site.yml` | {statistics.median(noop):.1f} ({min(noop):.1f}) |',
+        f'| no-op with every play (`-e \'{{"sglang_pd_skip_settled": false}}\'`) | {statistics.median(every):.1f} '
+        f'({min(every):.1f}) |', '',
         f'Ratio no-op / reach = **{ratio:.1f}x** against a target of {TARGET:.0f}x '
         f'({"met" if ratio <= TARGET else "NOT met"}). '
         + ('Every run changed nothing.' if not not_noop else f'NOT a no-op: changed on {sorted(set(not_noop))}.'),
