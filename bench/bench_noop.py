@@ -78,12 +78,12 @@ def main():
         seconds, stdout = run([os.path.join(BIN, 'ansible-playbook'), 'site.yml', '-i', args.inventory], extra)
         noop.append(seconds)
         not_noop += changed_hosts(stdout)
+        if extra:
+            profile = role_times(stdout)
         seconds, stdout = run([os.path.join(BIN, 'ansible-playbook'), 'site.yml', '-i', args.inventory,
                                '-e', '{"sglang_pd_skip_settled": false}'])
         every.append(seconds)
         not_noop += changed_hosts(stdout)
-        if extra:
-            profile = role_times(stdout)
     load_end = ' / '.join(f'{v:.1f}' for v in os.getloadavg())
     ratio = statistics.median(noop) / statistics.median(reach)
     now = datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')
@@ -103,7 +103,7 @@ def main():
         + ('Every run changed nothing.' if not not_noop else f'NOT a no-op: changed on {sorted(set(not_noop))}.'),
     ]
     if profile:
-        lines.append('Time per role in the last no-op run (profile_roles): '
+        lines.append('Time per role in the last no-op run (profile_roles; roles that ran only): '
                      + ', '.join(f'{role} {seconds:.1f} s' for role, seconds in profile[:8]) + '.')
     text = '\n'.join(lines) + '\n'
     print(text)
