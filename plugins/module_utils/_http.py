@@ -10,6 +10,8 @@ say what they expected and what they found.
 
 from __future__ import annotations
 
+import concurrent.futures
+
 import http.client
 import json
 import time
@@ -24,6 +26,10 @@ from ansible.module_utils.urls import Request, make_context
 TRANSPORT_ERRORS = (OSError, http.client.HTTPException, ValueError)
 
 EXCERPT_LIMIT = 500
+
+
+# URLs of one sglang_health call polled at the same time (each a thread; most of its time is waiting).
+HEALTH_THREADS = 32
 
 
 class HttpRequestError(Exception):
@@ -269,21 +275,34 @@ class HealthPoller:
 
 
 def run_health_module(module):
-    """Entry point of the sglang_health module."""
+    """Entry point of the sglang_health module: one URL, or every URL of ``urls`` at once."""
     p = module.params
-    client = HttpClient(timeout=p['request_timeout'], validate_certs=p['validate_certs'],
-                        headers=p['headers'], api_key=p['api_key'])
     if p['timeout'] <= 0:
         module.fail_json(msg='timeout must be greater than 0, got %s.' % p['timeout'])
     if p['interval'] <= 0 or p['max_interval'] <= 0:
         module.fail_json(msg='interval and max_interval must be greater than 0, got %s and %s.'
                          % (p['interval'], p['max_interval']))
-    poller = HealthPoller(
-        client, p['url'], method=p['method'], body=p['body'], status_codes=p['status_code'],
-        timeout=p['timeout'], request_timeout=p['request_timeout'], initial_delay=p['initial_delay'],
-        interval=p['interval'], max_interval=p['max_interval'])
-    ok, result = poller.run()
-    if ok:
-        module.exit_json(changed=False, **result)
-    msg = result.pop('msg')
-    module.fail_json(msg=msg, changed=False, **result)
+
+    def poll(url):
+        # One client per URL: each poller runs in its own thread.
+        client = HttpClient(timeout=p['request_timeout'], validate_certs=p['validate_certs'],
+                            headers=p['headers'], api_key=p['api_key'])
+        return HealthPoller(
+            client, url, method=p['method'], body=p['body'], status_codes=p['status_code'],
+            timeout=p['timeout'], request_timeout=p['request_timeout'], initial_delay=p['initial_delay'],
+            interval=p['interval'], max_interval=p['max_interval']).run()
+
+    if p['url'] is not None:
+        ok, result = poll(p['url'])
+        if ok:
+            module.exit_json(changed=False, **result)
+        msg = result.pop('msg')
+        module.fail_json(msg=msg, changed=False, **result)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(HEALTH_THREADS, len(p['urls'])))) as pool:
+        polled = list(pool.map(poll, p['urls']))
+    results = [result for dummy, result in polled]
+    failed = [result.pop('msg') for ok, result in polled if not ok]
+    if failed:
+        module.fail_json(msg='%d of %d URLs failed their health check: %s' % (len(failed), len(polled), ' '.join(failed)),
+                         changed=False, results=results)
+    module.exit_json(changed=False, results=results)

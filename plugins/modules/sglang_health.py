@@ -13,6 +13,8 @@ version_added: 0.1.0
 description:
   - Polls one HTTP endpoint (typically a worker's C(/health_generate) or the router's C(/readiness))
     until it answers with one of the expected status codes, or fails once the total deadline passes.
+  - With O(urls) it polls every URL of the list at the same time, each as O(url) alone would be (up to 32 at
+    once), and fails when any of them fails, naming each; a fleet's workers cost one call, not one each.
   - Between attempts it backs off exponentially, starting at O(interval) and capped at O(max_interval).
     When the next wait would pass the deadline, it waits until the deadline and tries one last time.
   - The module only reads; it never reports a change and runs in check mode as well.
@@ -24,8 +26,13 @@ options:
   url:
     description:
       - Full URL to poll, for example V(http://10.0.0.11:30100/health_generate).
+      - Exactly one of O(url) and O(urls) is required.
     type: str
-    required: true
+  urls:
+    description:
+      - URLs to poll at the same time, each with the options below and its own deadline.
+    type: list
+    elements: str
   method:
     description:
       - HTTP method of each attempt.
@@ -104,6 +111,13 @@ EXAMPLES = r"""
     timeout: 300
   register: router_ready
 
+- name: Check every worker of the fleet at once
+  mindverse.sglang_pd.sglang_health:
+    urls:
+      - http://10.0.0.11:30100/health_generate
+      - http://10.0.0.12:30200/health_generate
+    timeout: 60
+
 - name: Accept a 503 as "up" while only checking that the port answers
   mindverse.sglang_pd.sglang_health:
     url: http://10.0.0.12:30200/health
@@ -112,34 +126,42 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+results:
+  description:
+    - With O(urls), one entry per URL in the order given, with the keys RV(url), RV(status), RV(attempts),
+      RV(elapsed), RV(latency) and (on failure) RV(error).
+  returned: when O(urls) is given
+  type: list
+  elements: dict
+  sample: [{url: http://10.0.0.11:30100/health_generate, status: 200, attempts: 1, elapsed: 0.05, latency: 0.05}]
 url:
   description: The URL that was polled.
-  returned: always
+  returned: when O(url) is given
   type: str
   sample: http://10.0.0.11:30100/health_generate
 status:
   description: HTTP status of the successful attempt; on failure the status of the last attempt (null if it got no answer).
-  returned: always
+  returned: when O(url) is given
   type: int
   sample: 200
 attempts:
   description: Number of requests sent.
-  returned: always
+  returned: when O(url) is given
   type: int
   sample: 4
 elapsed:
   description: Seconds from the start of the module (including O(initial_delay)) to the successful answer or the deadline.
-  returned: always
+  returned: when O(url) is given
   type: float
   sample: 7.0213
 latency:
   description: Seconds taken by the successful request.
-  returned: success
+  returned: success, when O(url) is given
   type: float
   sample: 0.9876
 error:
   description: Transport error of the last attempt (connection refused, timeout, ...), null if it got an HTTP answer.
-  returned: failed
+  returned: failed, when O(url) is given
   type: str
   sample: "[Errno 111] Connection refused"
 """
@@ -152,7 +174,8 @@ from ansible_collections.mindverse.sglang_pd.plugins.module_utils._http import r
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            url=dict(type='str', required=True),
+            url=dict(type='str'),
+            urls=dict(type='list', elements='str'),
             method=dict(type='str', default='GET', choices=['GET', 'POST']),
             body=dict(type='raw'),
             status_code=dict(type='list', elements='int', default=[200]),
@@ -165,6 +188,8 @@ def main():
             headers=dict(type='dict'),
             api_key=dict(type='str', no_log=True),
         ),
+        mutually_exclusive=[('url', 'urls')],
+        required_one_of=[('url', 'urls')],
         supports_check_mode=True,
     )
     run_health_module(module)

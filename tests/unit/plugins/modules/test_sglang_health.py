@@ -245,3 +245,33 @@ def test_module_never_prints_the_api_key(capsys):
     assert out['status'] == 200
     assert app.requests[0].headers['Authorization'] == 'Bearer TOPSECRET-KEY-123'
     assert 'TOPSECRET-KEY-123' not in json.dumps(out)
+
+
+# ----------------------------------------------------------------- many URLs in one call
+def test_module_checks_every_url_at_once():
+    slow, fast = HealthApp(fail_times=3), HealthApp(fail_times=0)
+    with FakeServer(slow) as one, FakeServer(fast) as two:
+        urls = [one.url + '/health_generate', two.url + '/health_generate']
+        result = run_module(sglang_health, dict(urls=urls, timeout=10, interval=0.05, max_interval=0.05))
+    assert result.get('failed') is not True, result
+    assert [r['url'] for r in result['results']] == urls and [r['status'] for r in result['results']] == [200, 200]
+    assert [r['attempts'] for r in result['results']] == [4, 1]
+    # At the same time: the healthy URL answered while the other still waited for its fourth attempt.
+    assert result['results'][1]['elapsed'] < result['results'][0]['elapsed']
+
+
+def test_module_names_each_url_that_fails_among_many():
+    healthy, sick = HealthApp(fail_times=0), HealthApp(fail_times=None)
+    with FakeServer(healthy) as one, FakeServer(sick) as two:
+        urls = [one.url + '/health_generate', two.url + '/health_generate', free_port_url()]
+        result = run_module(sglang_health, dict(urls=urls, timeout=0.3, interval=0.05, max_interval=0.05))
+    assert result['failed'] is True and result['msg'].startswith('2 of 3 URLs failed')
+    assert urls[1] in result['msg'] and urls[2] in result['msg'] and urls[0] not in result['msg']
+    assert [r['status'] for r in result['results']] == [200, 503, None]
+
+
+def test_module_takes_url_or_urls_not_both():
+    both = run_module(sglang_health, dict(url='http://127.0.0.1:1/health', urls=['http://127.0.0.1:1/health']))
+    neither = run_module(sglang_health, dict(timeout=1))
+    assert both['failed'] and 'mutually exclusive' in both['msg']
+    assert neither['failed'] and 'one of the following is required' in neither['msg']
