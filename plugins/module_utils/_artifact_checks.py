@@ -24,8 +24,9 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 import time
+
+from ansible_collections.mindverse.sglang_pd.plugins.module_utils._atomic_file import write_atomically
 
 # Bump when the cached result format or the meaning of a check changes.
 CACHE_SCHEMA = 1
@@ -374,24 +375,9 @@ def read_cache(path, image_id, key):
 
 def write_cache(path, image_id, key, measured):
     """Write the cache file atomically; return a warning string on failure."""
-    directory = os.path.dirname(path)
-    tmp = None
+    record = dict(schema=CACHE_SCHEMA, image_id=image_id, manifest_hash=key, written=int(time.time()), measured=measured)
     try:
-        os.makedirs(directory, mode=0o755, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix='.artifacts-', suffix='.json', dir=directory)
-        with os.fdopen(fd, 'w', encoding='utf-8') as handle:
-            json.dump(dict(schema=CACHE_SCHEMA, image_id=image_id, manifest_hash=key,
-                           written=int(time.time()), measured=measured),
-                      handle, sort_keys=True)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-        tmp = None
+        write_atomically(path, json.dumps(record, sort_keys=True), 0o644)
     except OSError as exc:
         return 'Could not write the verification cache %s: %s' % (path, exc)
-    finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
     return None

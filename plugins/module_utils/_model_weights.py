@@ -26,7 +26,8 @@ import json
 import os
 import re
 import struct
-import tempfile
+
+from ansible_collections.mindverse.sglang_pd.plugins.module_utils._atomic_file import write_atomically
 
 CHUNK = 8 * 1024 * 1024
 DEFAULT_CACHE_PATH = '/var/cache/sglang-pd/model-hashes.json'
@@ -222,20 +223,9 @@ class HashCache:
         """
         if not self.enabled or not self._updated:
             return False
-        directory = os.path.dirname(os.path.abspath(self.path))
-        os.makedirs(directory, exist_ok=True)
         entries = self._load()
         entries.update(self._updated)
-        fd, tmp = tempfile.mkstemp(prefix='.%s.' % os.path.basename(self.path), suffix='.tmp', dir=directory)
-        try:
-            with os.fdopen(fd, 'w', encoding='utf-8') as handle:
-                json.dump(entries, handle, sort_keys=True, separators=(',', ':'))
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, self.path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        write_atomically(self.path, json.dumps(entries, sort_keys=True, separators=(',', ':')), 0o644)
         self._entries = entries
         self._updated = {}
         return True

@@ -217,17 +217,16 @@ units_up:
   sample: [sglang-router]
 """
 
-import contextlib
 import grp
 import os
 import posixpath
 import pwd
 import shlex
 import stat
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.mindverse.sglang_pd.plugins.module_utils._atomic_file import staged
 from ansible_collections.mindverse.sglang_pd.plugins.module_utils._systemd_units import unit_states, units_up
 
 
@@ -317,29 +316,6 @@ def current_text(target, data):
 
 class Refused(Exception):
     """The validate command refused a file."""
-
-
-@contextlib.contextmanager
-def staged(target, data, mode, uid, gid):
-    """A temporary file beside TARGET holding DATA with its mode and owner, for the block to check.
-
-    Renamed over TARGET when the block ends without error; removed when it raises.
-    """
-    folder = os.path.dirname(target)
-    os.makedirs(folder, mode=0o755, exist_ok=True)
-    handle, temp = tempfile.mkstemp(dir=folder, prefix='.file-set-')
-    try:
-        with os.fdopen(handle, 'wb') as out:
-            out.write(data)
-        os.chmod(temp, mode)
-        if uid != -1 or gid != -1:
-            os.chown(temp, uid, gid)
-        yield temp
-        os.replace(temp, target)
-    except BaseException:
-        if os.path.exists(temp):
-            os.unlink(temp)
-        raise
 
 
 def apply_directory(module, entry, uid, gid):

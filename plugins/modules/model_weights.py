@@ -137,11 +137,10 @@ dest:
   sample: /models/GLM-4.6.sha256
 """
 
-import os
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.mindverse.sglang_pd.plugins.module_utils._atomic_file import write_atomically
 from ansible_collections.mindverse.sglang_pd.plugins.module_utils._model_weights import (
     HashCache,
     format_manifest,
@@ -160,21 +159,6 @@ def read_text(path):
             return handle.read()
     except FileNotFoundError:
         return None
-
-
-def write_text_atomically(path, text):
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix='.%s.' % os.path.basename(path), suffix='.tmp', dir=directory)
-    try:
-        with os.fdopen(fd, 'w', encoding='utf-8') as handle:
-            handle.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def run_verify(module, cache):
@@ -211,7 +195,7 @@ def run_record(module, cache):
                 result['diff'] = dict(before=before or '', after=text, before_header=dest, after_header=dest)
             if not module.check_mode:
                 try:
-                    write_text_atomically(dest, text)
+                    write_atomically(dest, text, 0o644)
                 except OSError as exc:
                     module.fail_json(msg='Cannot write the manifest to %s: %s' % (dest, exc))
     module.exit_json(**result)

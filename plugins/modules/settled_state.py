@@ -120,11 +120,11 @@ differences:
 
 import json
 import os
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.mindverse.sglang_pd.plugins.module_utils import _settled
+from ansible_collections.mindverse.sglang_pd.plugins.module_utils._atomic_file import write_atomically
 
 VERSION = 1
 
@@ -141,17 +141,7 @@ def load(path):
 
 def save(path, record):
     """Write RECORD to PATH (0600), through a temporary file renamed over it."""
-    folder = os.path.dirname(path)
-    os.makedirs(folder, mode=0o700, exist_ok=True)
-    handle, temp = tempfile.mkstemp(dir=folder, prefix='.settled-')
-    try:
-        with os.fdopen(handle, 'w', encoding='utf-8') as out:
-            json.dump(record, out, sort_keys=True)
-        os.replace(temp, path)
-    except BaseException:
-        if os.path.exists(temp):
-            os.unlink(temp)
-        raise
+    write_atomically(path, json.dumps(record, sort_keys=True), 0o600, folder_mode=0o700)
 
 
 def forget(module, path):

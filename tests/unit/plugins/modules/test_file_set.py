@@ -37,7 +37,7 @@ def test_second_run_changes_nothing_and_a_changed_file_is_rewritten_alone(tmp_pa
     assert sorted(third['written']) == ['pd-node-0/sglang-router.json', 'pd-node-1/sglang-decode.sh']
     assert third['created'] == [] and again['created'] == []
     assert (tmp_path / 'pd-node-0' / 'sglang-router.json').read_text() == '{}\n'
-    assert not [name for name in os.listdir(tmp_path / 'pd-node-0') if name.startswith('.file-set-')]
+    assert not [name for name in os.listdir(tmp_path / 'pd-node-0') if name.startswith('.')]  # no temporary file left
 
 
 def test_check_mode_writes_nothing(tmp_path):
