@@ -106,9 +106,16 @@ def changed_hosts(stdout):
 
 
 def task_seconds(stdout, name):
-    """Seconds profile_tasks reports for the task NAME (None when it did not run)."""
+    """Seconds profile_tasks reports for the task NAME (None when it is not listed)."""
     found = re.search(r'%s\s+-+\s+([\d.]+)s' % re.escape(name), stdout)
     return float(found.group(1)) if found else None
+
+
+def task_ran(stdout, name):
+    """Whether the task NAME ran on some host (profile_tasks times skipped tasks too)."""
+    sections = re.finditer(r'^TASK \[[^\n]*%s\][^\n]*\n(.*?)(?=^TASK \[|^PLAY |\Z)' % re.escape(name),
+                           stdout, re.M | re.S)
+    return any(re.search(r'^(ok|changed): \[', section.group(1), re.M) for section in sections)
 
 
 def image_bytes(node, reference):
@@ -152,7 +159,8 @@ def measure(nodes, workdir, noop_runs, reference):
                                 {'ANSIBLE_CALLBACKS_ENABLED': 'ansible.posix.profile_tasks',
                                  'PROFILE_TASKS_TASK_OUTPUT_LIMIT': 'all'})
         row.update(converge=wall, converge_cpu=cpu, pull=task_seconds(stdout, PULL_TASK),
-                   pull_wait=task_seconds(stdout, WAIT_TASK), image_bytes=image_bytes(PREFIX + '0', reference))
+                   pull_wait=task_seconds(stdout, WAIT_TASK) if task_ran(stdout, WAIT_TASK) else None,
+                   image_bytes=image_bytes(PREFIX + '0', reference))
         log('N=%d: converge %.1f s (controller CPU %.1f s), pull task %s s, background pull waited %s s'
             % (nodes, wall, cpu, row['pull'], row['pull_wait']))
         noop, noop_cpu, not_noop = [], [], []
