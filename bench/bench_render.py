@@ -1,13 +1,14 @@
 #!/usr/bin/env python
 # Copyright: (c) 2026, mindverse infrastructure team
 # SPDX-License-Identifier: Apache-2.0
-"""Benchmark: playbooks/render.yml and playbooks/preflight.yml on a generated large inventory.
+"""Benchmark: playbooks/render.yml, playbooks/preflight.yml and the plan's digest on a generated large inventory.
 
 The inventory is generated from inventories/example-2p2d (its group_vars, so the same
 image, model, ports and options): N hosts, the first quarter prefill (one worker on 8 GPUs),
 the rest decode with two workers each (GPUs 0-3 and 4-7, TP 4), the router on the first
-prefill host. Neither playbook contacts a host. Each is run --runs times per size; the
-render writes into a fresh folder each run.
+prefill host. No playbook contacts a host. Each is run --runs times per size; the
+render writes into a fresh folder each run. bench/plan_digest.yml times the plan's digest
+that a no-op site.yml computes once for the whole inventory (playbooks/settled.yml).
 
 Targets (issue 17): at 1,000 hosts render.yml <= 60 s and preflight.yml <= 20 s.
 
@@ -58,12 +59,12 @@ def write_inventory(dest, hosts):
     return 1 + (hosts - prefill_count) * 2 + prefill_count
 
 
-def run_playbook(playbook, inventory, extra=()):
+def run_playbook(playbook, inventory, extra=(), folder='playbooks'):
     """Seconds ansible-playbook took; fails loudly when the playbook fails."""
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, 'ansible.cfg'),
                SGLANG_ROUTER_API_KEY=os.environ.get('SGLANG_ROUTER_API_KEY', 'bench-router-key-0123456789'))
     command = [os.path.join(os.path.dirname(sys.executable), 'ansible-playbook'),
-               os.path.join(REPO, 'playbooks', playbook), '-i', inventory, *extra]
+               os.path.join(REPO, folder, playbook), '-i', inventory, *extra]
     start = time.monotonic()
     done = subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True, check=False)
     elapsed = time.monotonic() - start
@@ -75,13 +76,14 @@ def run_playbook(playbook, inventory, extra=()):
 def measure(hosts, runs, work):
     inventory = os.path.join(work, f'inventory-{hosts}')
     services = write_inventory(inventory, hosts)
-    times = {'preflight': [], 'render': []}
+    times = {'preflight': [], 'render': [], 'digest': []}
     files = 0
     for index in range(runs):
         times['preflight'].append(run_playbook('preflight.yml', inventory))
         out = os.path.join(work, f'render-{hosts}-{index}')
         times['render'].append(run_playbook('render.yml', inventory, ['-e', f'render_dir={out}']))
         files = sum(len(names) for _root, _dirs, names in os.walk(out))
+        times['digest'].append(run_playbook('plan_digest.yml', inventory, folder='bench'))
     return {'hosts': hosts, 'services': services, 'files': files, 'times': times}
 
 
@@ -92,18 +94,21 @@ def markdown(results, runs, load_start, load_end, command):
         f'Command: `{command}`', '',
         'Inventory: generated from `inventories/example-2p2d` (its group_vars): the first quarter of the hosts '
         'prefill (one worker, 8 GPUs), the rest decode with two workers each (GPUs 0-3 and 4-7, TP 4), the router on '
-        'the first host. Neither playbook contacts a host. The preflight reads each host\'s variables once, builds the '
+        'the first host. No playbook contacts a host. The preflight reads each host\'s variables once, builds the '
         'plan once and runs every check in one filter call (`plugins/filter/pd_preflight.py`); the render writes every '
-        'file from that plan in one `file_set` call.', '',
+        'file from that plan in one `file_set` call. `bench/plan_digest.yml` hashes every host\'s variables and the '
+        'collection\'s files once, as a no-op site.yml does (`playbooks/settled.yml`); its time is the whole playbook, '
+        'Ansible\'s start and the inventory\'s reading included.', '',
         f'Python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs, load average '
         f'{load_start} at the start, {load_end} at the end (1, 5, 15 min). Median of {runs} run(s) (min in brackets).', '',
-        '| hosts | services | files written | preflight.yml s | render.yml s (preflight included) |',
-        '|---:|---:|---:|---:|---:|',
+        '| hosts | services | files written | preflight.yml s | render.yml s (preflight included) '
+        '| plan digest s (bench/plan_digest.yml) |',
+        '|---:|---:|---:|---:|---:|---:|',
     ]
     for one in results:
-        pre, ren = one['times']['preflight'], one['times']['render']
+        pre, ren, dig = one['times']['preflight'], one['times']['render'], one['times']['digest']
         lines.append(f"| {one['hosts']} | {one['services']} | {one['files']} | {statistics.median(pre):.1f} ({min(pre):.1f}) "
-                     f"| {statistics.median(ren):.1f} ({min(ren):.1f}) |")
+                     f"| {statistics.median(ren):.1f} ({min(ren):.1f}) | {statistics.median(dig):.1f} ({min(dig):.1f}) |")
     lines.append('')
     for one in results:
         if one['hosts'] == TARGET_HOSTS:
