@@ -3,6 +3,7 @@
 source "$(dirname "$0")/lib.sh"
 dir=$(dirname "$0")
 bash "$dir/docker.sh"
+bash "$dir/docker_leftovers.sh"
 bash "$dir/test_tools.sh"
 bash "$dir/venv.sh"
 bash "$dir/sources.sh"

@@ -12,6 +12,16 @@ mkdir -p "$DIR/data"
 
 docker network inspect "$NET" >/dev/null 2>&1 \
   || docker network create --subnet "$SUBNET" --gateway "$GATEWAY" "$NET" >/dev/null
+# Containers on the fleet network must see each other's own addresses (each node's firewall
+# decides by them): no NAT rule may rewrite the subnet's traffic on its own bridge.
+BRIDGE=br-$(docker network inspect --format '{{.Id}}' "$NET" | cut -c1-12)
+if rewriting=$(iptables -t nat -S POSTROUTING | grep -E -- "-s $SUBNET .*-j (MASQUERADE|SNAT)" \
+               | grep -v -- "! -o $BRIDGE "); then
+  log "a NAT rule rewrites the source of traffic on $NET ($BRIDGE), so nodes would see each other as $GATEWAY:"
+  log "$rewriting"
+  log "remove it (scripts/setup/docker_leftovers.sh removes those of networks Docker no longer has)"
+  exit 1
+fi
 
 if [ ! -s "$DIR/ca.crt" ]; then
   log "generating CA and server certificate for $ADDR"
