@@ -59,6 +59,8 @@ def _type(option):
         kind += ' of ' + option['elements']
     if option.get('choices'):
         kind += ' (' + ', '.join(str(c) for c in option['choices']) + ')'
+    if option.get('switch'):
+        kind += ', a run switch: `-e NAME=true` or `false` as typed'
     if option.get('no_log'):
         kind += ', secret'
     return kind
@@ -84,7 +86,8 @@ def generate():
         'their `defaults/main.yml` and `playbooks/vars/sglang_pd_variables.yml`. Do not edit by hand.',
         '',
         'Set them in the inventory (`group_vars`, `host_vars`) or with `-e` (JSON for booleans and',
-        'lists: `-e \'{"sglang_worker_trust_remote_code": true}\'`). `playbooks/preflight.yml` refuses',
+        'lists: `-e \'{"sglang_worker_trust_remote_code": true}\'`; a run switch, marked below, also as',
+        'typed: `-e sglang_pd_allow_serving_gap=true`). `playbooks/preflight.yml` refuses',
         'unknown `sglang_worker_*` / `sglang_router_*` variables, removed ones, and values of the wrong',
         'type before any host is touched; `playbooks/render.yml` shows the commands they produce.',
         '',

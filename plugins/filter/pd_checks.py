@@ -21,8 +21,11 @@ import socket
 from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
+from ansible.module_utils.parsing.convert_bool import BOOLEANS_FALSE, BOOLEANS_TRUE
 
 from ansible_collections.mindverse.sglang_pd.plugins.filter.firewall import pd_firewall
+from ansible_collections.mindverse.sglang_pd.plugins.module_utils._artifact_checks import (
+    DIGEST_LENGTHS, MIN_PREFIX, ArtifactError, normalize_digest)
 from ansible_collections.mindverse.sglang_pd.plugins.filter.pd import (
     FIXED_WORKER_OPTIONS,
     MODES,
@@ -45,9 +48,10 @@ ROLE_PREFIXES = {"sglang_worker": "sglang_worker_", "sglang_router": "sglang_rou
 # playbook takes is refused (a misspelt digest would otherwise deploy the old image).
 COLLECTION_PREFIXES = ("sglang_pd_", "sglang_worker_", "sglang_router_", "sglang_image_", "sglang_firewall_", "sglang_model_",
                        "sglang_service_", "container_engine_", "rocm_", "rdma_", "unified_image_", "mooncake_patch_")
+# The strings Ansible's bool filter reads as a boolean: what a run switch typed as -e key=value may hold.
+SWITCH_STRINGS = frozenset(str(v).lower() for v in BOOLEANS_TRUE | BOOLEANS_FALSE if isinstance(v, str))
 DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 MD5_RE = re.compile(r"^[0-9a-f]{32}$")
-SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 IB_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
 STRING_BOOLEANS = {"true", "false", "yes", "no", "on", "off", "1", "0", "y", "n"}
 UNRESOLVED = "<set on the host by a template>"
@@ -371,6 +375,11 @@ def _spec_type_problem(spec, value):
     if value is None:
         return None
     if kind == "bool":
+        if isinstance(value, str) and spec.get("switch"):
+            # A run switch is typed as -e key=value, always a string: what the bool filter reads is taken.
+            if value.strip().lower() in SWITCH_STRINGS:
+                return None
+            return "not a boolean (write true or false)"
         if isinstance(value, str):
             return "a string, not a boolean"
         if not isinstance(value, bool):
@@ -404,6 +413,8 @@ def _spec_type_problem(spec, value):
 
 def _fix_for_type(name, spec, value):
     kind = spec.get("type", "raw")
+    if kind == "bool" and spec.get("switch"):
+        return f"write -e {name}=true or -e {name}=false"
     if kind == "bool":
         literal = "true" if str(value).strip().lower() in ("true", "yes", "on", "1", "y") else "false"
         return (f"write {name}: {literal} (a YAML boolean, unquoted); on the command line use JSON: "
@@ -558,7 +569,7 @@ def pd_check_names(model):
 # --------------------------------------------------------------------------- image
 
 def pd_check_image(hostvars, hosts):
-    """The image is pinned by a full sha256 digest; md5 and sha256 values are whole."""
+    """The image is pinned by a full sha256 digest; md5 and sha256 values follow the manifest rule."""
     problems = []
     for host in hosts:
         one = hostvars[host]
@@ -589,6 +600,7 @@ def pd_check_image(hostvars, hosts):
         for name in sorted(names):
             if name.endswith("_md5"):
                 value = _get(one, name, problems, host)
+                # A build pin (the file is at hand where it is set): whole, as prebuilt_artifact takes it.
                 if value and (not isinstance(value, str) or not MD5_RE.match(value)):
                     problems.append(_problem(host, name, value, "not a whole md5",
                                              "write all 32 lowercase hex characters (md5sum FILE), not a prefix"))
@@ -602,12 +614,28 @@ def pd_check_image(hostvars, hosts):
             for index, item in enumerate(artifacts):
                 if not isinstance(item, Mapping):
                     continue
-                for key, pattern, width in (("md5", MD5_RE, 32), ("sha256", SHA256_RE, 64)):
-                    if key in item and (not isinstance(item[key], str) or not pattern.match(item[key])):
-                        problems.append(_problem(
-                            host, f"{name}[{index}].{key}", item[key], f"not a whole {key}",
-                            f"write all {width} lowercase hex characters ({key}sum {item.get('path', 'FILE')}), not a prefix"))
+                for key in ("md5", "sha256"):
+                    if key in item and _digest_problem(item[key], key):
+                        problems.append(_problem(host, f"{name}[{index}].{key}", item[key], _digest_problem(item[key], key),
+                                                 _digest_fix(key, item.get("path", "FILE"))))
     return merge_problems(problems)
+
+
+def _digest_problem(value, algorithm):
+    """The manifest rule of image_artifacts, the one rule everywhere: the whole digest, or a prefix of at
+    least MIN_PREFIX hex characters (the production records of two files are prefixes)."""
+    if not isinstance(value, str):
+        return f"not an {algorithm} (a string of hex characters)"
+    try:
+        normalize_digest(value, algorithm)
+    except ArtifactError:
+        return f"not an {algorithm}: the whole {DIGEST_LENGTHS[algorithm]} hex characters, or a prefix of at least {MIN_PREFIX}"
+    return None
+
+
+def _digest_fix(algorithm, path):
+    return (f"write all {DIGEST_LENGTHS[algorithm]} lowercase hex characters ({algorithm}sum {path}); "
+            f"a prefix of at least {MIN_PREFIX} is accepted and reported as match: prefix")
 
 
 # --------------------------------------------------------------------------- model weights

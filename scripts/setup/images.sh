@@ -96,6 +96,11 @@ sglang_router_api_key: "{{ lookup('ansible.builtin.file', fleet_router_api_key_f
 sglang_worker_admin_api_key: "{{ lookup('ansible.builtin.file', '$ADMIN_KEY_FILE') }}"
 fleet_hub_token: "{{ lookup('ansible.builtin.file', '$HUB_TOKEN_FILE') }}"
 fleet_node_image: "$NODE"
+# How the controller reaches the nodes: over SSH as azureuser (inventories/local/hosts.yml),
+# with the key pair, host key and known_hosts of scripts/setup/fleet_ssh.sh.
+fleet_ssh_node_dir: "$CACHE/fleet-ssh/node"
+ansible_ssh_private_key_file: "$CACHE/fleet-ssh/id_ed25519"
+ansible_ssh_common_args: "-o UserKnownHostsFile=$CACHE/fleet-ssh/known_hosts -o StrictHostKeyChecking=yes"
 # The stand-in model directories (tests/fleet/up.yml writes them; nodes mount them read-only).
 fleet_models_dir: "$CACHE/models"
 sglang_pd_image_artifacts:

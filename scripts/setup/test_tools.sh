@@ -2,7 +2,7 @@
 # Tools the tests run on the controller: the headless browser the status page is loaded in
 # (Debian's chromium-headless-shell), and promtool (Debian's prometheus) that checks the
 # monitoring role's rendered configuration and rules, and rsync (the model staging tests run
-# a real rsync daemon as a peer).
+# a real rsync daemon as a peer), and the SSH client the controller reaches the fleet's nodes with.
 source "$(dirname "$0")/lib.sh"
 if ! command -v chromium-headless-shell >/dev/null; then
   log "installing chromium-headless-shell"
@@ -22,3 +22,9 @@ if ! command -v rsync >/dev/null; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends rsync >/dev/null
 fi
 log "rsync: $(rsync --version | head -n1)"
+if ! command -v ssh >/dev/null || ! command -v ssh-keygen >/dev/null; then
+  log "installing openssh-client"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openssh-client >/dev/null
+fi
+log "ssh: $(ssh -V 2>&1 | head -n1)"

@@ -53,7 +53,7 @@ def inventory(tmp_path, port):
         if not root.exists():
             sysfs_fixtures.topology_node(str(root))
         hosts['sglang_' + mode][name] = {
-            'ansible_connection': 'local',
+            'ansible_connection': 'local', 'ansible_become': False,
             'ansible_python_interpreter': sys.executable,
             'sglang_pd_service_address': address,
             'sglang_pd_sysfs_root': str(root),

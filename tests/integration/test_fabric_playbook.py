@@ -28,7 +28,7 @@ def fleet(tmp_path, spoil=None):
         fx.roce_node(root, address)
         if spoil:
             spoil(name, root)
-        hosts[name] = {'ansible_connection': 'local', 'ansible_python_interpreter': '{{ ansible_playbook_python }}',
+        hosts[name] = {'ansible_connection': 'local', 'ansible_become': False, 'ansible_python_interpreter': '{{ ansible_playbook_python }}',
                        'sglang_pd_service_address': address, 'sglang_pd_sysfs_root': root}
     return {'all': {
         'vars': {'sglang_pd_cluster_cidr': '10.0.0.0/24', 'sglang_pd_image_repository': 'registry.example.com/mindverse/sglang',

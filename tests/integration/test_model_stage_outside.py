@@ -40,7 +40,7 @@ def run_stage(tmp_path, broken=(), peer_concurrency=2, new=('n0',)):
             shutil.copytree(tmp_path / 'model-source', model_dir)
         if name in broken:
             truncate(str(model_dir / sorted(f for f in files if f.endswith('.safetensors'))[0]), 100)
-        hosts[name] = {'ansible_connection': 'local', 'ansible_python_interpreter': sys.executable,
+        hosts[name] = {'ansible_connection': 'local', 'ansible_become': False, 'ansible_python_interpreter': sys.executable,
                        'sglang_model_dir': str(model_dir), 'sglang_pd_service_address': '10.0.0.%d' % (10 + index),
                        '__sglang_model_ok': name in OUTSIDE}
     inventory = {'all': {

@@ -167,7 +167,8 @@ def test_unknown_layout_fails_and_writes_nothing(tmp_path):
 
 @pytest.mark.parametrize('extravars, message', [
     (dict(), 'Give the Mooncake source tree'),
-    (dict(mooncake_src='/nonexistent', mooncake_build='true'), 'must be a boolean'),
+    # -e mooncake_build=true is taken as typed; a word the bool filter does not read is refused.
+    (dict(mooncake_src='/nonexistent', mooncake_build='maybe'), 'must be a boolean'),
 ])
 def test_extra_vars_are_checked(tmp_path, extravars, message):
     run = play(tmp_path, extravars)
@@ -176,11 +177,12 @@ def test_extra_vars_are_checked(tmp_path, extravars, message):
     assert message in res['msg']
 
 
-def test_build_script_renders_and_builds_with_stub_cmake(tmp_path):
+@pytest.mark.parametrize('build', [True, 'true'])  # JSON, or typed as -e mooncake_build=true
+def test_build_script_renders_and_builds_with_stub_cmake(tmp_path, build):
     root = tree(tmp_path, 'older')
     flags = PRODUCTION_FLAGS + ['-DCMAKE_HIP_ARCHITECTURES=gfx942;gfx950']
 
-    run = play(tmp_path, dict(mooncake_src=str(root), mooncake_build=True, mooncake_patch_render_only=True,
+    run = play(tmp_path, dict(mooncake_src=str(root), mooncake_build=build, mooncake_patch_render_only=True,
                               mooncake_patch_cmake_flags=flags, mooncake_patch_build_jobs=3))
 
     assert run.rc == 0, run.stdout

@@ -178,8 +178,12 @@ CASES = [
      ['sglang_pd_image_digest = "sha256:2d7471420f60"', 'pinned by its full digest', 'all 64 hex characters']),
     ('repository-with-digest', set_all(sglang_pd_image_repository='registry.example.com/sglang@' + DIGEST), None,
      ['sglang_pd_image_repository', 'without a digest', 'digest in sglang_pd_image_digest']),
-    ('md5-prefix', set_all(sglang_pd_image_artifacts=[{'path': '/opt/venv/x.so', 'md5': '84946bbb'}]), None,
-     ['sglang_pd_image_artifacts[0].md5 = "84946bbb"', 'not a whole md5', 'all 32 lowercase hex characters (md5sum /opt/venv/x.so)']),
+    # The manifest rule (image_artifacts'): whole, or a prefix of at least 8 hex characters; shorter is refused.
+    ('md5-short-prefix', set_all(sglang_pd_image_artifacts=[{'path': '/opt/venv/x.so', 'md5': '84946b'}]), None,
+     ['sglang_pd_image_artifacts[0].md5 = "84946b"', 'not an md5: the whole 32 hex characters, or a prefix of at least 8',
+      'all 32 lowercase hex characters (md5sum /opt/venv/x.so)']),
+    ('md5-not-hex', set_all(sglang_pd_image_artifacts=[{'path': '/opt/venv/x.so', 'md5': '84946bbz'}]), None,
+     ['sglang_pd_image_artifacts[0].md5 = "84946bbz"', 'not an md5']),
     ('md5-var-prefix', set_all(unified_image_mooncake_engine_md5='0e1b8fdd'), None,
      ['unified_image_mooncake_engine_md5 = "0e1b8fdd"', 'not a whole md5']),
     ('string-boolean-inventory', set_all(sglang_worker_trust_remote_code='false'), None,
@@ -509,18 +513,56 @@ def test_valid_inventory_passes_and_is_checked_once_per_run(tmp_path):
     assert result.count("Assert the router's options are valid and it is told every worker and bootstrap port") == 1
     assert result.count('Remember that this run\'s inventory passed') == 1
     assert not [e for e in result.task_events() if e['event'] == 'runner_on_unreachable']
-    # Besides the preflight on localhost only the roles' argument validation (an action
-    # on the controller, tagged always by Ansible) runs.
+    # Besides the preflight on localhost only controller-side actions run for the hosts: the roles'
+    # argument validation (tagged always by Ansible) and the host stack's grouping (group_by, and the
+    # settled guard's meta), none of which connects.
     others = {e['event_data'].get('task_action') for e in result.task_events() if e['event_data']['host'] != 'localhost'}
-    assert others <= {'ansible.builtin.validate_argument_spec', 'validate_argument_spec'}, others
+    assert others <= {'ansible.builtin.validate_argument_spec', 'validate_argument_spec', 'ansible.builtin.group_by',
+                      'ansible.builtin.meta'}, others
 
 
-def test_playbook_switches_given_as_strings_pass(tmp_path):
-    # The documented day-2 commands give these with -e NAME=VALUE, that is as strings.
-    result = run(tmp_path, base(), {'sglang_pd_confirm': 'false', 'sglang_pd_scale_in_prune_image': 'true',
-                                    'sglang_pd_scale_out_host_stack': 'false', 'sglang_pd_drain_timeout': '60'},
-                 cmdline=NOTHING_ELSE)
-    assert result.rc == 0, result.stdout
+# The run switches an operator types on the command line (docs/operations.md), each as the
+# string -e NAME=VALUE passes: every word the bool filter reads is taken.
+SWITCHES = ['sglang_pd_allow_serving_gap', 'sglang_pd_break_lock', 'sglang_pd_confirm', 'sglang_pd_scale_in_prune_image',
+            'sglang_pd_scale_out_host_stack', 'sglang_pd_skip_settled', 'skip_confirmation', 'status_fail_on_drift']
+
+
+@pytest.mark.parametrize('words', [('true', 'false'), ('yes', 'no'), ('on', 'off'), ('1', '0'), ('True', 'False')])
+def test_playbook_switches_typed_as_key_value_pass(tmp_path, words):
+    for word in words:
+        typed = ' '.join('-e %s=%s' % (name, word) for name in SWITCHES)
+        result = run(tmp_path, base(), cmdline=typed + ' -e sglang_pd_drain_timeout=60 ' + NOTHING_ELSE)
+        assert result.rc == 0, result.stdout
+
+
+def test_a_switch_that_is_no_boolean_is_refused_with_what_to_type(tmp_path):
+    result = run(tmp_path, base(), cmdline='-e sglang_pd_break_lock=maybe ' + NOTHING_ELSE)
+    assert result.rc != 0
+    message = failure_message(result)
+    assert 'sglang_pd_break_lock = "maybe": not a boolean (write true or false)' in message, message
+    assert 'write -e sglang_pd_break_lock=true or -e sglang_pd_break_lock=false' in message, message
+
+
+def test_an_inventory_boolean_still_refuses_a_quoted_false(tmp_path):
+    # Only run switches take strings: a quoted "false" in an inventory is truthy in Jinja, so it stays refused.
+    inventory = copy.deepcopy(base())
+    set_all(sglang_pd_model_stage='false')(inventory)
+    result = run(tmp_path, inventory, cmdline=NOTHING_ELSE)
+    assert result.rc != 0
+    assert 'sglang_pd_model_stage = "false": a string, not a boolean' in failure_message(result)
+
+
+@pytest.mark.parametrize('word, passes', [('true', True), ('yes', True), ('false', False)])
+def test_the_roll_refusal_takes_the_switch_it_suggests_as_typed(tmp_path, word, passes):
+    # The refusal says: rolling_upgrade.yml -e sglang_pd_allow_serving_gap=true. Typed so, the batch check passes
+    # (the run then goes on to the hosts, which do not answer here); typed false, it refuses as before.
+    result = run(tmp_path, base(), cmdline='-e sglang_pd_image_digest=sha256:%s -e sglang_pd_allow_serving_gap=%s' % ('6f' * 32, word),
+                 playbook='playbooks/rolling_upgrade.yml')
+    check = 'Assert every batch leaves the routers a prefill and a decode worker'
+    assert result.rc != 0  # the TEST-NET hosts never answer
+    assert (result.count(check) == 1) is passes, result.stdout
+    failed = [e['event_data']['task'] for e in result.events if e['event'] == 'runner_on_failed']
+    assert (check in failed) is not passes, failed
 
 
 def test_rolling_upgrade_of_a_one_prefill_fleet_refuses_before_anything_moves(tmp_path):

@@ -43,7 +43,7 @@ exit 0
 def _inventory():
     hosts = {}
     for host, names in WORKERS.items():
-        hosts[host] = {'ansible_connection': 'local', 'ansible_python_interpreter': sys.executable,
+        hosts[host] = {'ansible_connection': 'local', 'ansible_become': False, 'ansible_python_interpreter': sys.executable,
                        '__sglang_worker_loop': [{'name': name, 'host': host} for name in names]}
     return {'all': {'hosts': hosts}}
 
