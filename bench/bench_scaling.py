@@ -72,7 +72,9 @@ def write_inventory(workdir, nodes):
         handle.write(NODE_VARS)
     prefill = max(1, nodes // 3)
     lines = ['---', 'all:', '  children:', '    sglang_pd:', '      vars:',
-             '        ansible_connection: community.docker.docker', '      children:',
+             # Reached as the local fleet is: over SSH as azureuser, the plays escalating with sudo.
+             '        ansible_connection: ssh', '        ansible_user: azureuser',
+             '        ansible_host: "{{ sglang_pd_service_address }}"', '      children:',
              '        sglang_router:', '          hosts:', '            %s0:' % PREFIX]
     for group, members in (('sglang_prefill', range(prefill)), ('sglang_decode', range(prefill, nodes))):
         lines += ['        %s:' % group, '          hosts:']
