@@ -6,7 +6,7 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 # The images set-up builds (SGLANG_PD_BASE_IMAGE, SGLANG_PD_NODE_IMAGE), for molecule and pytest.
 $(foreach name,$(shell bash scripts/setup/image_names.sh),$(eval export $(name)))
 
-.PHONY: demo demo-down test setup checks lint build unit sanity molecule molecule-% bench clean
+.PHONY: demo demo-down test setup checks lint build ee unit sanity molecule molecule-% bench clean
 
 setup:
 	bash scripts/setup/all.sh
@@ -19,7 +19,7 @@ demo: setup
 demo-down:
 	ansible-playbook tests/fleet/down.yml -i inventories/local
 
-test: setup build checks molecule
+test: setup build ee checks molecule
 
 # lint, unit and sanity share no files they write: run side by side, each one's output kept together.
 checks:
@@ -34,6 +34,11 @@ lint:
 
 build:
 	ansible-galaxy collection build --force --output-path .cache/dist
+
+# The execution environment of execution-environment.yml (AWX, Ansible Automation Platform), with
+# the collection as `build` made it; the fleet scenario runs site.yml inside it.
+ee: setup build
+	bash scripts/setup/ee.sh
 
 unit:
 	python -m pytest tests/unit tests/integration -q -p no:cacheprovider

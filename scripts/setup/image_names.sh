@@ -13,3 +13,8 @@ echo "SGLANG_PD_BASE_IMAGE=sglang-pd-test/debian-base:$base_tag"
 # The fleet node (systemd + Docker engine): its Dockerfile on that base.
 node_tag=$({ cat "$repo/tests/images/node/Dockerfile"; echo "$base_tag"; } | sha256sum | cut -c1-12)
 echo "SGLANG_PD_NODE_IMAGE=sglang-pd-test/node:$node_tag"
+# The base of the execution environment (make ee): its Dockerfile on that base.
+ee_base_tag=$({ cat "$repo/tests/images/ee-base/Dockerfile"; echo "$base_tag"; } | sha256sum | cut -c1-12)
+echo "SGLANG_PD_EE_BASE_IMAGE=sglang-pd-test/ee-base:$ee_base_tag"
+# The execution environment itself: rebuilt by every make ee (it holds the collection as built).
+echo "SGLANG_PD_EE_IMAGE=sglang-pd-test/ee:$ee_base_tag"

@@ -43,7 +43,7 @@ def _normalised(reference):
 
 def test_set_up_names_every_image_it_builds_under_the_prefix():
     names = setup_image_names()
-    assert set(names) == {'SGLANG_PD_BASE_IMAGE', 'SGLANG_PD_NODE_IMAGE'}
+    assert set(names) == {'SGLANG_PD_BASE_IMAGE', 'SGLANG_PD_NODE_IMAGE', 'SGLANG_PD_EE_BASE_IMAGE', 'SGLANG_PD_EE_IMAGE'}
     assert all(IMAGE_REFERENCE.fullmatch(image) for image in names.values()), names
 
 
@@ -57,9 +57,12 @@ def test_image_tags_follow_what_the_images_are_built_from():
         base_tag = _sha12(handle.read())
     with open(os.path.join(REPO, 'tests', 'images', 'node', 'Dockerfile'), 'rb') as handle:
         node_tag = _sha12(handle.read() + (base_tag + '\n').encode())
+    with open(os.path.join(REPO, 'tests', 'images', 'ee-base', 'Dockerfile'), 'rb') as handle:
+        ee_base_tag = _sha12(handle.read() + (base_tag + '\n').encode())
     names = setup_image_names()
     assert names['SGLANG_PD_BASE_IMAGE'] == PREFIX + 'debian-base:' + base_tag
     assert names['SGLANG_PD_NODE_IMAGE'] == PREFIX + 'node:' + node_tag
+    assert names['SGLANG_PD_EE_BASE_IMAGE'] == PREFIX + 'ee-base:' + ee_base_tag
 
 
 def test_every_named_test_image_is_one_set_up_builds():
