@@ -44,6 +44,8 @@ def _commands():
                 if text.endswith('\\'):
                     pending = text[:-1]
                     continue
+                # The quickstart runs the venv's ansible-playbook by its path.
+                text = text[len('venv/bin/'):] if text.startswith('venv/bin/ansible-playbook ') else text
                 if text.startswith('ansible-playbook '):
                     command = text.split('#', 1)[0].strip().strip('`.')
                     found.append(('%s:%d' % (os.path.relpath(path, REPO), number), command))
@@ -94,9 +96,20 @@ def test_documented_variables_are_read_and_not_removed(where, command):
         assert name in known, '%s: %s sets %s, which nothing in the collection reads' % (where, command, name)
 
 
+def _playbook_file(playbook):
+    """The file of a documented playbook: a path, or an entry point by its collection name."""
+    prefix = 'mindverse.sglang_pd.'
+    return os.path.join('playbooks', playbook[len(prefix):] + '.yml') if playbook.startswith(prefix) else playbook
+
+
+def test_the_release_commands_name_entry_points_by_collection_name():
+    released = {shlex.split(c)[1] for _w, c in COMMANDS if shlex.split(c)[1].startswith('mindverse.sglang_pd.')}
+    assert {'mindverse.sglang_pd.site', 'mindverse.sglang_pd.preflight', 'mindverse.sglang_pd.status'} <= released, released
+
+
 @pytest.mark.parametrize('playbook', sorted({shlex.split(c)[1] for _w, c in COMMANDS}))
 def test_documented_playbooks_pass_syntax_check(playbook):
-    assert os.path.isfile(os.path.join(REPO, playbook)), playbook
+    assert os.path.isfile(os.path.join(REPO, _playbook_file(playbook))), playbook
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, 'ansible.cfg'), ANSIBLE_NOCOLOR='true',
                PATH=VENV_BIN + os.pathsep + os.environ.get('PATH', ''))
     result = subprocess.run(['ansible-playbook', '--syntax-check', '-i', 'inventories/example-1p3d', playbook],
