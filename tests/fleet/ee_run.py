@@ -42,8 +42,8 @@ def main(repo, inventory, image):
         reached = set(stats.get('ok', {})) - {'localhost'}
         failed = set(stats.get('failures', {})) | set(stats.get('dark', {}))
         if job.rc != 0 or job.status != 'successful' or failed:
-            sys.exit('[ee] %s in %s: %s (rc %s), failed or unreachable: %s' % (PLAYBOOK, image, job.status, job.rc,
-                                                                                sorted(failed)))
+            sys.exit('[ee] %s in %s: %s (rc %s), failed or unreachable: %s'
+                     % (PLAYBOOK, image, job.status, job.rc, sorted(failed)))
         if not reached:
             sys.exit('[ee] %s in %s reached no node' % (PLAYBOOK, image))
         print('[ee] %s ran in %s and reached %s' % (PLAYBOOK, image, ', '.join(sorted(reached))))
