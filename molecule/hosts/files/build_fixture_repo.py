@@ -128,8 +128,11 @@ def main():
     arch = subprocess.run(["dpkg", "--print-architecture"], check=True, capture_output=True, text=True).stdout.strip()
     os.environ["GNUPGHOME"] = os.path.join(out, "gnupg")
     os.makedirs(os.environ["GNUPGHOME"], mode=0o700, exist_ok=True)
-    run("gpg", "--batch", "--passphrase", "", "--quick-gen-key",
-        "sglang-pd fixtures <fixtures@example.invalid>", "ed25519", "sign", "never")
+    # One key signs every release the scenario publishes (the next one too, see side_effect.yml).
+    known = subprocess.run(["gpg", "--batch", "--list-secret-keys", "fixtures@example.invalid"], capture_output=True, check=False)
+    if known.returncode != 0:
+        run("gpg", "--batch", "--passphrase", "", "--quick-gen-key",
+            "sglang-pd fixtures <fixtures@example.invalid>", "ed25519", "sign", "never")
     repos = {
         "amdgpu": os.path.join(out, "repo", "amdgpu", amdgpu_version, "ubuntu"),
         "rocm": os.path.join(out, "repo", "rocm", "apt", rocm_version),
