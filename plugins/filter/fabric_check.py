@@ -21,7 +21,7 @@ measurements the hosts recorded (``__sglang_pd_fabric_results``, see ``fabric_ch
 into the report: every pair with its result, the node matrix, and one sentence per failing
 pair naming the hosts, NICs, GPUs, the measured and the expected Gb/s and the fix.
 ``report | mindverse.sglang_pd.fabric_check_markdown`` renders it for people.
-``output | mindverse.sglang_pd.perftest_bw`` reads one ib_write_bw client's result.
+``perftest_bw(stdout)`` reads one ib_write_bw client's result (``fabric_check_records`` calls it).
 """
 from __future__ import annotations
 
@@ -406,7 +406,6 @@ class FilterModule:
 
     def filters(self):
         return {
-            "perftest_bw": perftest_bw,
             "fabric_check_plan": fabric_check_plan,
             "fabric_check_commands": fabric_check_commands,
             "fabric_check_records": fabric_check_records,

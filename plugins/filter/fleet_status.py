@@ -24,7 +24,8 @@ import html
 from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.mindverse.sglang_pd.plugins.filter.pd import image_reference, pd_workers, router_port, router_url
+from ansible_collections.mindverse.sglang_pd.plugins.filter.layout import image_reference
+from ansible_collections.mindverse.sglang_pd.plugins.filter.pd import pd_workers, router_port, router_url
 
 DRIFT_KINDS = ("unreachable", "missing_service", "extra_service", "wrong_image", "different_arguments", "router_membership")
 

@@ -168,5 +168,4 @@ class FilterModule:
             "pd_scrape_configs": pd_scrape_configs,
             "pd_worker_plan": pd_worker_plan,
             "pd_scrape_targets": scrape_targets,
-            "node_exporter_address": node_exporter_address,
         }

@@ -20,6 +20,8 @@ from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.mindverse.sglang_pd.plugins.module_utils._layout import SECRET_MOUNT, http_url, url_host
+
 
 MODES = ("prefill", "decode")
 # Production ports (seed deployment); each can be set per host or group in inventory.
@@ -86,9 +88,9 @@ ROUTER_OPTION_VARS = tuple((name[len("sglang_router_"):], name) for name in (
     "sglang_router_cb_timeout_duration_secs", "sglang_router_cb_window_duration_secs",
     "sglang_router_disable_circuit_breaker", "sglang_router_log_level", "sglang_router_tokenizer_path",
 ))
-# Where a service's secrets are mounted (read-only, from a root-only file): the launcher
-# below reads them in-process, so they are in no argv, environment or docker inspect.
-SECRET_MOUNT = "/run/sglang-pd/secret.json"
+# A service's secrets are mounted at SECRET_MOUNT (module_utils/_layout.py; read-only, from a
+# root-only file): the launcher below reads them in-process, so they are in no argv,
+# environment or docker inspect.
 # python -c LAUNCHER MODULE SECRET_FILE|- ARGS...: runs MODULE as `python -m` would, with the
 # file's "env" added to os.environ and ARGS, the router's workers (SGLANG_PD_ROUTER_WORKERS,
 # when set) and the file's "args" appended to sys.argv, all in-process: /proc/<pid>/cmdline
@@ -122,11 +124,6 @@ ROUTER_PACKAGE_FILES = {
 ROUTER_GENERATION_DEFAULT = "sglang-router"
 # The line the router probe prints before the router's --help (roles/sglang_router/tasks/flags.yml).
 ROUTER_GENERATION_MARK = "sglang-pd-router-generation:"
-
-
-def _url_host(address: str) -> str:
-    """Bracket an IPv6 address for use in a URL."""
-    return f"[{address}]" if ":" in address and not address.startswith("[") else address
 
 
 def _ip(value):
@@ -281,7 +278,7 @@ def pd_workers(hosts, hostvars, mode, ranks="serving"):
                 "listen": "0.0.0.0" if one.get("sglang_pd_listen_all") is True else address,
                 "port": port,
                 "bootstrap_port": bootstrap if mode == "prefill" else None,
-                "url": f"http://{_url_host(address)}:{port}",
+                "url": http_url(address, port),
                 "gpus": gpus,
                 "gpus_per_host": _int(one.get("sglang_pd_gpus_per_host"), DEFAULT_GPUS_PER_HOST),
                 "args": dict(spec.get("args") or {}),
@@ -304,7 +301,7 @@ def pd_workers(hosts, hostvars, mode, ranks="serving"):
             worker.update({
                 "nnodes": len(members),
                 "node_rank": rank,
-                "dist_init_addr": f"{_url_host(first['address'])}:{first['dist_init_port']}",
+                "dist_init_addr": f"{url_host(first['address'])}:{first['dist_init_port']}",
                 "serves_http": rank == 0,
             })
     if ranks == "serving":
@@ -625,16 +622,9 @@ def router_port(role_vars, hostvars_one=None):
     return DEFAULT_ROUTER_PORT
 
 
-def image_reference(repository, digest):
-    """``REPOSITORY@sha256:DIGEST``: the one place an image reference is built."""
-    if not repository or not digest:
-        raise AnsibleFilterError("an image reference needs sglang_pd_image_repository and sglang_pd_image_digest")
-    return f"{repository}@{digest}"
-
-
 def router_url(hostvars_one, host):
     """The URL of the router on HOST, from the inventory: its service address and router port."""
-    return f"http://{_url_host(service_address(hostvars_one, host))}:{router_port(hostvars_one, hostvars_one)}"
+    return http_url(service_address(hostvars_one, host), router_port(hostvars_one, hostvars_one))
 
 
 def router_admin_key(hostvars_one):
@@ -669,7 +659,7 @@ def router_metrics_url(hostvars_one, host, router_defaults=None):
     address = hostvars_one.get("sglang_router_prometheus_host")
     if address in (None, "", "0.0.0.0", "::"):
         address = service_address(hostvars_one, host)
-    return f"http://{_url_host(address)}:{int(port)}"
+    return http_url(address, port)
 
 
 def router_launch(prefills, decodes, role_vars, address, supported=None, listen_all=False):
@@ -913,14 +903,11 @@ class FilterModule:
             "pd_workers": pd_workers,
             "redact_values": redact_values,
             "service_address": service_address,
-            "cli_options": cli_options,
-            "ib_device_arg": ib_device_arg,
             "sglang_worker_launch": worker_launch,
             "sglang_router_workers_env": router_workers_env,
             "router_url": router_url,
             "router_metrics_url": router_metrics_url,
             "router_admin_key": router_admin_key,
-            "image_reference": image_reference,
             "router_worker_spec": router_worker_spec,
             "sglang_router_launch": router_launch,
             "sglang_router_help_flags": router_help_flags,
@@ -928,10 +915,6 @@ class FilterModule:
             "router_package_files": router_package_files,
             "volume_host_path": volume_host_path,
             "volumes_holding": volumes_holding,
-            "secret_volume": secret_volume,
-            "docker_run_options": docker_run_options,
             "docker_run_argv": docker_run_argv,
-            "shell_join": shell_join,
             "env_file": env_file,
-            "redact": redact,
         }

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.mindverse.sglang_pd.plugins.filter.pd import _url_host
+from ansible_collections.mindverse.sglang_pd.plugins.module_utils._layout import http_url
 
 LABEL_PREFIX = "org.mindverse.sglang_pd."
 SERVICE_LABEL = LABEL_PREFIX + "service"
@@ -61,7 +61,7 @@ def pd_live_services(containers, address, mode=None):
             "port": port,
             "bootstrap_port": int(bootstrap) if bootstrap else None,
             "image": container.get("Image", ""),
-            "url": f"http://{_url_host(str(address))}:{port}" if port else None,
+            "url": http_url(address, port) if port else None,
             "state": container.get("State", ""),
             "container": (container.get("Names") or [""])[0].lstrip("/"),
         })
@@ -72,4 +72,4 @@ class FilterModule:
     """Live-fleet filters."""
 
     def filters(self):
-        return {"pd_service_labels": pd_service_labels, "pd_live_services": pd_live_services}
+        return {"pd_live_services": pd_live_services}

@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Every preflight check in one pass on the controller (playbooks/preflight.yml).
 
-Each check of ``pd_checks`` and its neighbours is a function of plain data. Called one task
+Each check of ``plugin_utils/preflight`` is a function of plain data. Called one task
 at a time, each would read the inventory again through ``hostvars`` (every lookup merges a
 host's whole inventory) and walk the plan through lazily templated containers: seconds per
 check at 1,000 hosts. ``pd_preflight`` reads each host's variables once (``pd_inventory``),
@@ -11,9 +11,9 @@ them, stopping at the first that finds a problem; the assert tasks then only rea
 """
 from __future__ import annotations
 
-from ansible_collections.mindverse.sglang_pd.plugins.filter.container_checks import pd_check_container
-from ansible_collections.mindverse.sglang_pd.plugins.filter.pairing_checks import pd_check_pairing
-from ansible_collections.mindverse.sglang_pd.plugins.filter.pd_checks import (
+from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.container import pd_check_container
+from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.pairing import pd_check_pairing
+from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.checks import (
     pd_check_addresses,
     pd_check_build,
     pd_check_firewall,
@@ -32,8 +32,8 @@ from ansible_collections.mindverse.sglang_pd.plugins.filter.pd_checks import (
     pd_inventory,
     pd_model,
 )
-from ansible_collections.mindverse.sglang_pd.plugins.filter.router_rules import pd_check_router_options
-from ansible_collections.mindverse.sglang_pd.plugins.filter.sglang_rules import pd_check_sglang_values
+from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.router_rules import pd_check_router_options
+from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.sglang_rules import pd_check_sglang_values
 
 
 def _inventory_checks(run):

@@ -13,8 +13,8 @@ import json
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.mindverse.sglang_pd.plugins.filter.layout import pd_service_files
 from ansible_collections.mindverse.sglang_pd.plugins.filter.pd import (
-    _url_host,
     docker_run_argv,
     docker_run_options,
     router_launch,
@@ -22,21 +22,12 @@ from ansible_collections.mindverse.sglang_pd.plugins.filter.pd import (
     shell_join,
 )
 from ansible_collections.mindverse.sglang_pd.plugins.filter.pd_live import pd_service_labels
+from ansible_collections.mindverse.sglang_pd.plugins.module_utils._layout import http_url
 
-CONFIG_DIR = "/etc/sglang-pd"
 ROUTER_FLAGS_UNKNOWN = ("not detected (the render touches no host): options the images router lacks "
                         "are left out at deploy time")
 ROUTER_FLAGS_GIVEN = "given by sglang_router_render_flags"
 HOST_DEPENDENT = "devices are passed only when they exist on the host; groups are passed as the host's GIDs"
-
-
-def pd_service_files(name):
-    """The files of service NAME under /etc/sglang-pd: env, workers_env, secret (JSON), script."""
-    if not name or "/" in str(name):
-        raise AnsibleFilterError(f"pd_service_files: expected a service name, got {name!r}")
-    base = f"{CONFIG_DIR}/{name}"
-    return {"env": f"{base}.env", "workers_env": f"{base}.workers.env",
-            "secret": f"{base}.secret.json", "script": f"{base}.sh"}
 
 
 def _list(role_vars, name):
@@ -49,7 +40,7 @@ def worker_container(worker, role_vars, launch, devices=None, groups=None):
     ``devices`` and ``groups`` are what the host resolved (devices that exist, group IDs);
     without them the configured ``sglang_worker_devices`` and ``sglang_worker_groups``.
     """
-    files = pd_service_files(worker["name"])
+    files = pd_service_files(worker["name"], role_vars.get("sglang_service_config_dir"))
     return {
         "name": worker["name"],
         # Started detached: the unit follows the container (sglang_service's follower), so a
@@ -75,7 +66,7 @@ def worker_container(worker, role_vars, launch, devices=None, groups=None):
 def router_container(role_vars, launch):
     """The container of the router (its workers come from a second env file, rewritten on scale)."""
     name = role_vars.get("sglang_router_name") or "sglang-router"
-    files = pd_service_files(name)
+    files = pd_service_files(name, role_vars.get("sglang_service_config_dir"))
     return {
         "name": name,
         "detach": True,
@@ -143,7 +134,7 @@ def _router_files(router, launch, flags_given, managed):
         "host": router["host"],
         "service": container["name"],
         "role": "sglang_router",
-        "url": f"http://{_url_host(router['address'] or router['host'])}:{launch['options']['port']}",
+        "url": http_url(router["address"] or router["host"], launch["options"]["port"]),
         "image": image,
         "docker_args": docker_run_options(container),
         "argv": launch["argv"],
@@ -199,7 +190,6 @@ class FilterModule:
 
     def filters(self):
         return {
-            "pd_service_files": pd_service_files,
             "sglang_worker_container": worker_container,
             "sglang_router_container": router_container,
             "sglang_worker_description": worker_description,

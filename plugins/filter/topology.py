@@ -14,10 +14,10 @@ share a bridge in their sysfs path), then on the same NUMA node, then any. Among
 near devices the one paired with fewer GPUs so far is taken, then the first by name, so
 eight GPUs and eight NICs pair one to one and a shared NIC is visible as such.
 
-``pairs | mindverse.sglang_pd.fabric_problems(rdma, host, cluster_cidr)`` lists what would
-break KV transfers on that pairing, one sentence each naming host, GPU, NIC and the fix; the
-``fabric_mtu_problems`` filter does the same for MTUs across nodes, and ``roce_gid_index``
-gives the index of a port's routable RoCE v2 GID (the value for Mooncake's MC_GID_INDEX).
+``fabric_problems(pairs, rdma, host, cluster_cidr)`` (through the ``fabric_worker_problems``
+filter) lists what would break KV transfers on that pairing, one sentence each naming host, GPU, NIC and the fix; the
+``fabric_mtu_problems`` filter does the same for MTUs across nodes, and ``roce_gid_indexes``
+gives, per NIC, the index of its port's routable RoCE v2 GID (the value for Mooncake's MC_GID_INDEX).
 """
 from __future__ import annotations
 
@@ -257,9 +257,7 @@ class FilterModule:
     def filters(self):
         return {
             "gpu_nic_affinity": gpu_nic_affinity,
-            "fabric_problems": fabric_problems,
             "fabric_mtu_problems": fabric_mtu_problems,
-            "roce_gid_index": roce_gid_index,
             "roce_gid_indexes": roce_gid_indexes,
             "fabric_worker_problems": fabric_worker_problems,
         }

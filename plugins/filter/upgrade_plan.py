@@ -34,7 +34,7 @@ def _chunks(hosts, size):
     return [hosts[i:i + size] for i in range(0, len(hosts), size)]
 
 
-def pd_upgrade_plan(groups, serial=1, canary="", hosts=None, playbook="rolling_upgrade.yml"):
+def pd_upgrade_plan(groups, serial=1, canary="", hosts=None, playbook="mindverse.sglang_pd.rolling_upgrade"):
     """``{canary, batches, problems}`` of a rolling upgrade of the fleet in GROUPS.
 
     HOSTS are the hosts this run moves, in play order (all of ``sglang_pd`` when not given,
@@ -73,7 +73,7 @@ def pd_upgrade_plan(groups, serial=1, canary="", hosts=None, playbook="rolling_u
                 problems.append(
                     f"{what} would take {only} out of the routers at once: every request would fail until it is "
                     f"back, so {playbook} refuses before anything moves. "
-                    + ("Add a second " + mode + " host (scale_out.yml) first, or accept the gap: "
+                    + ("Add a second " + mode + " host (mindverse.sglang_pd.scale_out) first, or accept the gap: "
                        f"{playbook} -e sglang_pd_allow_serving_gap=true"
                        if len(members[mode]) == 1 else
                        "Lower sglang_pd_serial, or choose another sglang_pd_canary"))

@@ -27,6 +27,12 @@ TRANSPORT_ERRORS = (OSError, http.client.HTTPException, ValueError)
 
 EXCERPT_LIMIT = 500
 
+# The options every HTTP module takes (doc fragment mindverse.sglang_pd.http_options documents them).
+HTTP_ARGUMENT_SPEC = {
+    "api_key": {"type": "str", "no_log": True},
+    "validate_certs": {"type": "bool", "default": True},
+}
+
 
 # URLs of one sglang_health call polled at the same time (each a thread; most of its time is waiting).
 HEALTH_THREADS = 32

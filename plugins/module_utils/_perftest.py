@@ -3,7 +3,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Read the result of a perftest bandwidth test (``ib_write_bw``) from its output.
 
-Private helper of the ``perftest_bw`` filter (plugins/filter/fabric_check.py). The format is
+Private helper of ``perftest_bw`` (plugins/filter/fabric_check.py). The format is
 perftest's own (linux-rdma/perftest, ``src/perftest_parameters.h`` and ``print_full_bw_report``
 in ``src/perftest_parameters.c``), printed by the client of a one-sided test:
 

@@ -22,6 +22,8 @@ description:
   - The module never reports a change and runs in check mode as well.
 author:
   - mindverse infrastructure team (@mindverse)
+extends_documentation_fragment:
+  - mindverse.sglang_pd.http_options
 options:
   url:
     description:
@@ -59,19 +61,10 @@ options:
       - Total deadline in seconds for the model lookup, the request and reading the whole answer.
     type: float
     default: 60
-  api_key:
-    description:
-      - "API key sent as C(Authorization: Bearer <api_key>)."
-    type: str
   expected_content:
     description:
       - Fail unless the generated text contains this substring.
     type: str
-  validate_certs:
-    description:
-      - Verify TLS certificates of an HTTPS URL.
-    type: bool
-    default: true
 attributes:
   check_mode:
     description: Runs normally in check mode; a completion changes nothing on the server.
@@ -162,11 +155,13 @@ chunks:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.mindverse.sglang_pd.plugins.module_utils._chat import run_chat_probe_module
+from ansible_collections.mindverse.sglang_pd.plugins.module_utils._http import HTTP_ARGUMENT_SPEC
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
+            **HTTP_ARGUMENT_SPEC,
             url=dict(type='str', required=True),
             model=dict(type='str'),
             messages=dict(type='list', elements='dict'),
@@ -174,9 +169,7 @@ def main():
             stream=dict(type='bool', default=False),
             require_usage=dict(type='bool', default=True),
             timeout=dict(type='float', default=60),
-            api_key=dict(type='str', no_log=True),
             expected_content=dict(type='str'),
-            validate_certs=dict(type='bool', default=True),
         ),
         supports_check_mode=True,
     )

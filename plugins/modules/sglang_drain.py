@@ -25,6 +25,8 @@ description:
     whose load cannot be read fails closed), whatever O(fail_on_timeout) says.
 author:
   - mindverse infrastructure team (@mindverse)
+extends_documentation_fragment:
+  - mindverse.sglang_pd.http_options
 options:
   url:
     description:
@@ -70,15 +72,6 @@ options:
       - Fail when requests are still in flight at O(timeout). With V(false) the module warns and
         returns RV(drained=false), so the caller can go on (stopping the server then lets it finish
         what it can within its stop timeout).
-    type: bool
-    default: true
-  api_key:
-    description:
-      - "API key sent as C(Authorization: Bearer <api_key>)."
-    type: str
-  validate_certs:
-    description:
-      - Verify TLS certificates of an HTTPS URL.
     type: bool
     default: true
 attributes:
@@ -170,11 +163,13 @@ reachable:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.mindverse.sglang_pd.plugins.module_utils._drain import DEFAULT_METRICS, run_drain_module
+from ansible_collections.mindverse.sglang_pd.plugins.module_utils._http import HTTP_ARGUMENT_SPEC
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
+            **HTTP_ARGUMENT_SPEC,
             url=dict(type='str', required=True),
             source=dict(type='str', default='auto', choices=['auto', 'get_load', 'metrics']),
             metrics=dict(type='list', elements='str', default=list(DEFAULT_METRICS)),
@@ -183,8 +178,6 @@ def main():
             settle=dict(type='int', default=3),
             request_timeout=dict(type='float', default=5),
             fail_on_timeout=dict(type='bool', default=True),
-            api_key=dict(type='str', no_log=True),
-            validate_certs=dict(type='bool', default=True),
         ),
         supports_check_mode=True,
     )

@@ -21,6 +21,7 @@ description:
 author:
   - mindverse infrastructure team (@mindverse)
 extends_documentation_fragment:
+  - mindverse.sglang_pd.http_options
   - mindverse.sglang_pd.read_only
 options:
   url:
@@ -76,19 +77,10 @@ options:
       - Upper bound in seconds of the wait between two attempts.
     type: float
     default: 10
-  validate_certs:
-    description:
-      - Verify TLS certificates of HTTPS URLs.
-    type: bool
-    default: true
   headers:
     description:
       - Extra HTTP headers sent with every attempt.
     type: dict
-  api_key:
-    description:
-      - "API key sent as C(Authorization: Bearer <api_key>) (the router's or server's C(--api-key))."
-    type: str
 notes:
   - SGLang servers answer C(/health_generate) with 503 while they start; the router answers
     C(/readiness) with 503 until one healthy prefill and one healthy decode server are registered.
@@ -168,12 +160,13 @@ error:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.mindverse.sglang_pd.plugins.module_utils._http import run_health_module
+from ansible_collections.mindverse.sglang_pd.plugins.module_utils._http import HTTP_ARGUMENT_SPEC, run_health_module
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
+            **HTTP_ARGUMENT_SPEC,
             url=dict(type='str'),
             urls=dict(type='list', elements='str'),
             method=dict(type='str', default='GET', choices=['GET', 'POST']),
@@ -184,9 +177,7 @@ def main():
             initial_delay=dict(type='float', default=0),
             interval=dict(type='float', default=1),
             max_interval=dict(type='float', default=10),
-            validate_certs=dict(type='bool', default=True),
             headers=dict(type='dict'),
-            api_key=dict(type='str', no_log=True),
         ),
         mutually_exclusive=[('url', 'urls')],
         required_one_of=[('url', 'urls')],

@@ -26,6 +26,8 @@ description:
   - The module never reports a change and runs in check mode as well.
 author:
   - mindverse infrastructure team (@mindverse)
+extends_documentation_fragment:
+  - mindverse.sglang_pd.http_options
 options:
   prefill_url:
     description:
@@ -117,11 +119,6 @@ options:
     description:
       - "API key sent to both servers as C(Authorization: Bearer <api_key>) (the workers' C(--api-key))."
     type: str
-  validate_certs:
-    description:
-      - Verify TLS certificates of HTTPS URLs.
-    type: bool
-    default: true
 attributes:
   check_mode:
     description: Runs normally in check mode; a completion changes nothing on the servers.
@@ -242,12 +239,14 @@ finish_reason:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.mindverse.sglang_pd.plugins.module_utils._http import HTTP_ARGUMENT_SPEC
 from ansible_collections.mindverse.sglang_pd.plugins.module_utils._pair_probe import run_pair_probe_module
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
+            **HTTP_ARGUMENT_SPEC,
             prefill_url=dict(type='str'),
             decode_url=dict(type='str'),
             bootstrap_port=dict(type='int'),
@@ -267,8 +266,6 @@ def main():
             max_tokens=dict(type='int', default=8, no_log=False),
             timeout=dict(type='float', default=60),
             max_latency_ms=dict(type='float'),
-            api_key=dict(type='str', no_log=True),
-            validate_certs=dict(type='bool', default=True),
         ),
         required_one_of=[('pairs', 'prefill_url')],
         required_together=[('prefill_url', 'decode_url', 'bootstrap_port')],

@@ -31,6 +31,8 @@ description:
   - URLs are compared without a trailing slash.
 author:
   - mindverse infrastructure team (@mindverse)
+extends_documentation_fragment:
+  - mindverse.sglang_pd.http_options
 options:
   url:
     description:
@@ -58,11 +60,6 @@ options:
       - Timeout in seconds of each HTTP request.
     type: float
     default: 10
-  validate_certs:
-    description:
-      - Verify TLS certificates of an HTTPS router URL.
-    type: bool
-    default: true
   state:
     description:
       - V(query) only reads the worker list.
@@ -325,17 +322,17 @@ diff:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.mindverse.sglang_pd.plugins.module_utils._http import HTTP_ARGUMENT_SPEC
 from ansible_collections.mindverse.sglang_pd.plugins.module_utils._router_api import run_router_workers_module
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
+            **HTTP_ARGUMENT_SPEC,
             url=dict(type='str', required=True),
-            api_key=dict(type='str', no_log=True),
             worker_api_key=dict(type='str', no_log=True),
             timeout=dict(type='float', default=10),
-            validate_certs=dict(type='bool', default=True),
             state=dict(type='str', default='query', choices=['query', 'present', 'absent', 'exact']),
             workers=dict(
                 type='list',

@@ -197,7 +197,7 @@ CASES = [
       'sglang_router_allow_unauthenticated: true']),
     ('old-digest-variable', None, {'sglang_image_digest': DIGEST},
      ['sglang_image_digest', 'this variable was removed or renamed',
-      'rolling_upgrade.yml -e sglang_pd_image_digest=sha256:']),
+      'ansible-playbook mindverse.sglang_pd.rolling_upgrade -e sglang_pd_image_digest=sha256:']),
     ('removed-variable', set_all(sglang_worker_env={'SGLANG_USE_AITER': '1'}), None,
      ['sglang_worker_env = {"SGLANG_USE_AITER": "1"}: this variable was removed or renamed',
       'write sglang_worker_rocm_env, sglang_worker_nccl_env']),
@@ -555,7 +555,7 @@ def test_an_inventory_boolean_still_refuses_a_quoted_false(tmp_path):
 
 @pytest.mark.parametrize('word, passes', [('true', True), ('yes', True), ('false', False)])
 def test_the_roll_refusal_takes_the_switch_it_suggests_as_typed(tmp_path, word, passes):
-    # The refusal says: rolling_upgrade.yml -e sglang_pd_allow_serving_gap=true. Typed so, the batch check passes
+    # The refusal says: mindverse.sglang_pd.rolling_upgrade -e sglang_pd_allow_serving_gap=true. Typed so, the batch check passes
     # (the run then goes on to the hosts, which do not answer here); typed false, it refuses as before.
     result = run(tmp_path, base(), cmdline='-e sglang_pd_image_digest=sha256:%s -e sglang_pd_allow_serving_gap=%s' % ('6f' * 32, word),
                  playbook='playbooks/rolling_upgrade.yml')
@@ -574,7 +574,7 @@ def test_rolling_upgrade_of_a_one_prefill_fleet_refuses_before_anything_moves(tm
     assert len(failed) == 1 and failed[0]['event_data']['task'] == 'Assert every batch leaves the routers a prefill and a decode worker'
     message = '\n'.join(failed[0]['event_data']['res']['msg'])
     assert "batch 1 (p0) would take the fleet's only prefill host, p0, out of the routers at once" in message
-    assert 'Add a second prefill host (scale_out.yml)' in message
+    assert 'Add a second prefill host (mindverse.sglang_pd.scale_out)' in message
     assert not [e for e in result.task_events() if e['event'] == 'runner_on_unreachable'], 'a host was contacted'
     # Only actions that run on the controller ran: nothing was pulled, stopped or restarted.
     actions = {e['event_data'].get('task_action') for e in result.task_events()}

@@ -19,7 +19,7 @@ import sys
 
 import pytest
 
-from ansible_collections.mindverse.sglang_pd.plugins.filter import pd_checks
+from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight import checks as pd_checks
 
 ansible_runner = pytest.importorskip('ansible_runner')
 

@@ -19,7 +19,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from ansible_collections.mindverse.sglang_pd.plugins.filter import pairing_checks, sglang_rules
+from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight import pairing as pairing_checks, sglang_rules
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 SPEC = importlib.util.spec_from_file_location("gen_sglang_allowlist", os.path.join(REPO, "scripts", "gen_sglang_allowlist.py"))

@@ -11,7 +11,7 @@ import yaml
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.mindverse.sglang_pd.plugins.filter import firewall
-from ansible_collections.mindverse.sglang_pd.plugins.filter import pd_checks as checks
+from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight import checks
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 with open(os.path.join(REPO, "roles", "sglang_router", "defaults", "main.yml"), encoding="utf-8") as _handle:

@@ -21,12 +21,13 @@ ROLE_VARS = {"sglang_worker_shm_size": "64g", "sglang_worker_privileged": False,
              "sglang_worker_docker_extra_args": ["--pids-limit", "4096"]}
 
 
-def test_service_files_live_under_etc_sglang_pd():
-    files = sl.pd_service_files("sglang-router")
-    assert files == {"env": "/etc/sglang-pd/sglang-router.env", "workers_env": "/etc/sglang-pd/sglang-router.workers.env",
-                     "secret": "/etc/sglang-pd/sglang-router.secret.json", "script": "/etc/sglang-pd/sglang-router.sh"}
-    with pytest.raises(AnsibleFilterError):
-        sl.pd_service_files("../etc/passwd")
+def test_a_services_container_reads_its_files_from_sglang_service_config_dir():
+    role_vars = {**ROLE_VARS, "sglang_service_config_dir": "/srv/pd/etc"}
+    worker = sl.worker_container(WORKER, role_vars, {"secret": {"args": ["--api-key", "k"]}})
+    assert worker["env_file"] == "/srv/pd/etc/sglang-prefill.env"
+    assert worker["volumes"][-1] == "/srv/pd/etc/sglang-prefill.secret.json:/run/sglang-pd/secret.json:ro"
+    router = sl.router_container({"sglang_service_config_dir": "/srv/pd/etc"}, {"secret": {}, "options": {"port": 30000}})
+    assert (router["env_file"], router["env_files"]) == ("/srv/pd/etc/sglang-router.env", ["/srv/pd/etc/sglang-router.workers.env"])
 
 
 def test_worker_container_mounts_the_secret_only_when_there_is_one():

@@ -19,8 +19,9 @@ def test_one_prefill_host_is_refused_before_the_canary_moves():
     assert plan["canary"] == "d0" and plan["batches"] == [["d0"], ["p0"], ["d1"], ["d2"]]
     assert len(plan["problems"]) == 1
     assert plan["problems"][0].startswith("batch 1 (p0) would take the fleet's only prefill host, p0, out of the routers")
-    assert "Add a second prefill host (scale_out.yml)" in plan["problems"][0]
-    assert "rolling_upgrade.yml -e sglang_pd_allow_serving_gap=true" in plan["problems"][0]
+    assert "Add a second prefill host (mindverse.sglang_pd.scale_out)" in plan["problems"][0]
+    assert "ansible-playbook" not in plan["problems"][0]
+    assert "mindverse.sglang_pd.rolling_upgrade -e sglang_pd_allow_serving_gap=true" in plan["problems"][0]
 
 
 def test_the_messages_name_the_playbook_that_restarts():

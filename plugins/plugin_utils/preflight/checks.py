@@ -5,7 +5,7 @@
 ``pd_model`` evaluates, for every host, the variables the roles would see (the
 inventory's values over the roles' defaults) and builds every worker's and router's
 command line with the same filters the roles use (plugins/filter/pd.py). The
-``pd_check_*`` filters then return a list of problems, each naming the host, the
+``pd_check_*`` functions (called by the ``pd_preflight`` filter) then return a list of problems, each naming the host, the
 variable, its value, and what to write instead. An empty list means the check passed.
 """
 from __future__ import annotations
@@ -26,13 +26,13 @@ from ansible.module_utils.parsing.convert_bool import BOOLEANS_FALSE, BOOLEANS_T
 from ansible_collections.mindverse.sglang_pd.plugins.filter.firewall import pd_firewall
 from ansible_collections.mindverse.sglang_pd.plugins.module_utils._artifact_checks import (
     DIGEST_LENGTHS, MIN_PREFIX, ArtifactError, normalize_digest)
+from ansible_collections.mindverse.sglang_pd.plugins.filter.layout import image_reference
 from ansible_collections.mindverse.sglang_pd.plugins.filter.pd import (
     FIXED_WORKER_OPTIONS,
     MODES,
     REDACTED,
     SECRET_NAME,
     first_admin_key,
-    image_reference,
     parse_gpus,
     WORKER_SPEC_KEYS,
     pd_workers,
@@ -302,6 +302,8 @@ def pd_model(groups, hostvars, defaults):
             overrides[host] = {"sglang_pd_service_address": "unresolved.invalid"}
         for role, prefix in ROLE_PREFIXES.items():
             info["role_vars"][role] = pd_role_vars(one, defaults.get(role) or {}, prefix, errors, host)
+            # Where the service files are: the roles pass the sglang_service role's option on.
+            info["role_vars"][role]["sglang_service_config_dir"] = _get(one, "sglang_service_config_dir", errors, host)
         model["hosts"][host] = info
     safe = _Overlay(hostvars, overrides)
     for mode in MODES:
@@ -1370,28 +1372,3 @@ def _worker_key_problems(model, router_host, router_key):
                                      "leave sglang_worker_api_key unset (it follows sglang_router_api_key) and set "
                                      "sglang_router_api_key for every PD host (group_vars/all)"))
     return problems
-
-
-class FilterModule:
-    """PD preflight filters."""
-
-    def filters(self):
-        return {
-            "pd_model": pd_model,
-            "pd_role_vars": pd_role_vars,
-            "pd_check_build": pd_check_build,
-            "pd_check_groups": pd_check_groups,
-            "pd_check_variables": pd_check_variables,
-            "pd_check_worker_specs": pd_check_worker_specs,
-            "pd_check_names": pd_check_names,
-            "pd_check_image": pd_check_image,
-            "pd_check_model_weights": pd_check_model_weights,
-            "pd_check_addresses": pd_check_addresses,
-            "pd_check_reachability": pd_check_reachability,
-            "pd_check_ports": pd_check_ports,
-            "pd_check_gpus": pd_check_gpus,
-            "pd_check_ib_devices": pd_check_ib_devices,
-            "pd_check_flags": pd_check_flags,
-            "pd_check_router": pd_check_router,
-            "pd_check_firewall": pd_check_firewall,
-        }

@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 
 from ansible_collections.mindverse.sglang_pd.plugins.filter.pd import WORKER_ENV_VARS
-from ansible_collections.mindverse.sglang_pd.plugins.filter.pd_checks import _problem, merge_problems
+from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.checks import _problem, merge_problems
 
 # Docker's size syntax (go-units RAMInBytes): a number and an optional unit.
 SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgGtTpP]?)[iI]?[bB]?\s*$")
@@ -62,10 +62,3 @@ def pd_check_container(model):
         problems += _env_problems(worker["host"], f"env of {worker['name']} in sglang_pd_{worker['mode']}_workers",
                                   worker.get("env"))
     return merge_problems(problems)
-
-
-class FilterModule:
-    """Container preflight filters."""
-
-    def filters(self):
-        return {"pd_check_container": pd_check_container}

@@ -12,7 +12,7 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.mindverse.sglang_pd.plugins.filter import pd_checks as checks
+from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight import checks
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 DIGEST = "sha256:" + "ab" * 32
@@ -293,7 +293,3 @@ def test_an_empty_manifest_is_refused(tmp_path):
     _groups, hostvars = inventory(p0={"sglang_pd_model_manifest": manifest_at(tmp_path, "# nothing yet\n")})
     problems = checks.pd_check_model_weights(hostvars, ["p0"])
     assert len(problems) == 1 and "lists no file, so any model folder would pass" in problems[0]
-
-
-def test_the_model_weights_check_is_registered():
-    assert checks.FilterModule().filters()["pd_check_model_weights"] is checks.pd_check_model_weights

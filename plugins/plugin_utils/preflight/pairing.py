@@ -11,7 +11,7 @@ pinned release.
 """
 from __future__ import annotations
 
-from ansible_collections.mindverse.sglang_pd.plugins.filter.pd_checks import _origin_of, _problem, _show, merge_problems, option_variable
+from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.checks import _origin_of, _problem, _show, merge_problems, option_variable
 
 KV_CONNECTION = "sglang/srt/disaggregation/common/conn.py"
 KV_CLASSES = "sglang/srt/disaggregation/utils.py"
@@ -94,10 +94,3 @@ def pd_check_pairing(model):
     prefills = [w for w in model["workers"] if w["mode"] == "prefill"]
     decodes = [w for w in model["workers"] if w["mode"] == "decode"]
     return problems + merge_problems(_layout_problems(prefills, decodes))
-
-
-class FilterModule:
-    """PD pairing preflight filters."""
-
-    def filters(self):
-        return {"pd_check_pairing": pd_check_pairing}

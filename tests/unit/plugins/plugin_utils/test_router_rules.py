@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.mindverse.sglang_pd.plugins.filter import router_rules
+from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight import router_rules
 
 from test_pd_checks import inventory, model_of  # same folder (pytest puts it on sys.path)
 

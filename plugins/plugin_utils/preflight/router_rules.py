@@ -17,7 +17,7 @@ from __future__ import annotations
 from functools import partial
 
 from ansible_collections.mindverse.sglang_pd.plugins.filter.pd import ROUTER_OPTION_VARS
-from ansible_collections.mindverse.sglang_pd.plugins.filter.pd_checks import (
+from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.checks import (
     _problem, _type_problem, check_argv, merge_problems, suggest)
 from ansible_collections.mindverse.sglang_pd.plugins.module_utils import (
     _sglang_router_flags_v0_3_2, _smg_router_flags_v1_13_0)
@@ -39,7 +39,7 @@ def _shared_entry(entries):
     """One flag's (dest, kind, choices, replacement) across generations: any generation's
     choice is taken, and none is enforced when one generation takes any value.
 
-    The generations agree on the rest of a flag they share (tests/unit/plugins/filter/test_router_rules.py).
+    The generations agree on the rest of a flag they share (tests/unit/plugins/plugin_utils/test_router_rules.py).
     """
     dest, kind, _choices, replacement = entries[0]
     if any(entry[2] is None for entry in entries):
@@ -185,10 +185,3 @@ def pd_check_router_options(model):
     for router in model["routers"]:
         problems += _router_problems(router["host"], router["role_vars"])
     return merge_problems(problems)
-
-
-class FilterModule:
-    """Router option preflight filters."""
-
-    def filters(self):
-        return {"pd_check_router_options": pd_check_router_options}

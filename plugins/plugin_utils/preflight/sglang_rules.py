@@ -18,7 +18,7 @@ import re
 from types import SimpleNamespace
 from typing import Callable, NamedTuple
 
-from ansible_collections.mindverse.sglang_pd.plugins.filter.pd_checks import (
+from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.checks import (
     _problem, _show, load_flag_module, merge_problems, option_variable, worker_sglang_version)
 
 SOURCE = "sglang/srt/server_args.py"
@@ -280,10 +280,3 @@ def pd_check_sglang_values(model, hostvars):
                                    f"({SOURCE} ServerArgs.{rule.method}: {rule.asserts}); "
                                    f"{rule.fix(args) if callable(rule.fix) else rule.fix}"))
     return merge_problems(problems)
-
-
-class FilterModule:
-    """SGLang value preflight filters."""
-
-    def filters(self):
-        return {"pd_check_sglang_values": pd_check_sglang_values}

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.mindverse.sglang_pd.plugins.filter import container_checks, pairing_checks
-from ansible_collections.mindverse.sglang_pd.plugins.filter import pd_checks as checks
+from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight import container as container_checks, pairing as pairing_checks
+from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight import checks
 
 from test_pd_checks import inventory, model_of  # same folder (pytest puts it on sys.path)
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.mindverse.sglang_pd.plugins.filter import pairing_checks, router_rules, sglang_rules
-from ansible_collections.mindverse.sglang_pd.plugins.filter import pd_checks as checks
+from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight import pairing as pairing_checks, router_rules, sglang_rules
+from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight import checks
 
 from test_pd_checks import inventory, model_of  # same folder (pytest puts it on sys.path)
 

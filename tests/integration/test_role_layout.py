@@ -1,0 +1,89 @@
+# Copyright: mindverse
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The roles' own variables (defaults/main.yml, vars/main.yml) under Ansible's templating.
+
+What the worker and router roles compose from the layout: the router's URL on an IPv6 service
+address is bracketed, and a non-default sglang_service_config_dir moves every file a service's
+container reads (its env files and its secret mount) to where the sglang_service role writes them.
+The role files are loaded as they are shipped and evaluated for each host of a small inventory.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+import yaml
+
+ansible_runner = pytest.importorskip('ansible_runner')
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
+ROLES = os.path.join(REPO, 'roles')
+CONFIG_DIR = '/srv/pd/etc'
+# What each host reports: the URLs and the files its services' containers read.
+REPORT = {
+    'router_url': "{{ __sglang_router_url if 'sglang_router' in group_names else '' }}",
+    'router_env_files': ("{{ ([__sglang_router_container.env_file] + __sglang_router_container.env_files)"
+                         " if 'sglang_router' in group_names else [] }}"),
+    'worker_env_files': "{{ __sglang_worker_here | map('mindverse.sglang_pd.sglang_worker_container', "
+                        "__sglang_worker_vars, {'secret': {'args': ['--api-key', 'k']}}) | map(attribute='env_file') | list }}",
+    'worker_volumes': "{{ __sglang_worker_here | map('mindverse.sglang_pd.sglang_worker_container', "
+                      "__sglang_worker_vars, {'secret': {'args': ['--api-key', 'k']}}) | map(attribute='volumes') | flatten | list }}",
+}
+
+
+def _inventory(config_dir=None):
+    common = {'ansible_connection': 'local', 'ansible_become': False, 'ansible_python_interpreter': sys.executable,
+              'sglang_pd_image_repository': 'registry.example/sglang', 'sglang_pd_image_digest': 'sha256:' + 'a' * 64,
+              'sglang_pd_model_path': '/models/glm'}
+    if config_dir:
+        common['sglang_service_config_dir'] = config_dir
+    return {'all': {'vars': common, 'children': {
+        'sglang_router': {'hosts': {'router_0': {'sglang_pd_service_address': 'fd00:57::10'}}},
+        'sglang_prefill': {'hosts': {'prefill_0': {'sglang_pd_service_address': 'fd00:57::11'}}},
+        'sglang_decode': {'hosts': {'decode_0': {'sglang_pd_service_address': '10.57.0.12'}}},
+    }}}
+
+
+def _report(tmp_path, config_dir=None):
+    role_files = [os.path.join(ROLES, role, kind, 'main.yml')
+                  for role in ('sglang_worker', 'sglang_router') for kind in ('defaults', 'vars')]
+    playbook = tmp_path / 'layout.yml'
+    playbook.write_text(yaml.safe_dump([{
+        'name': 'Evaluate the roles variables',
+        'hosts': 'all',
+        'gather_facts': False,
+        'tasks': [
+            {'name': 'Load the role files', 'ansible.builtin.include_vars': {'file': '{{ item }}'}, 'loop': role_files},
+            {'name': 'Report', 'ansible.builtin.set_stats': {'data': {'{{ inventory_hostname }}': REPORT}, 'per_host': False}},
+        ],
+    }]))
+    private = tmp_path / ('runner-' + ('custom' if config_dir else 'default'))
+    private.mkdir()
+    runner = ansible_runner.run(
+        private_data_dir=str(private), playbook=str(playbook), inventory=_inventory(config_dir),
+        envvars={'ANSIBLE_CONFIG': os.path.join(REPO, 'ansible.cfg'),
+                 'ANSIBLE_COLLECTIONS_PATH': os.path.join(REPO, '.cache', 'collections'), 'ANSIBLE_NOCOLOR': 'true',
+                 'PATH': os.path.dirname(sys.executable) + os.pathsep + os.environ.get('PATH', '')},
+        quiet=True,
+    )
+    stdout = runner.stdout.read()
+    assert runner.rc == 0, stdout
+    stats = [e['event_data'] for e in runner.events if e['event'] == 'playbook_on_stats']
+    return stats[0]['artifact_data']
+
+
+def test_the_router_url_of_an_ipv6_service_address_is_bracketed(tmp_path):
+    report = _report(tmp_path)
+    assert report['router_0']['router_url'] == 'http://[fd00:57::10]:30000'
+
+
+def test_a_services_container_reads_its_files_from_the_configured_dir(tmp_path):
+    default = _report(tmp_path)
+    assert default['router_0']['router_env_files'] == ['/etc/sglang-pd/sglang-router.env', '/etc/sglang-pd/sglang-router.workers.env']
+    assert default['decode_0']['worker_env_files'] == ['/etc/sglang-pd/sglang-decode.env']
+    custom = _report(tmp_path, CONFIG_DIR)
+    assert custom['router_0']['router_env_files'] == [f'{CONFIG_DIR}/sglang-router.env', f'{CONFIG_DIR}/sglang-router.workers.env']
+    assert custom['prefill_0']['worker_env_files'] == [f'{CONFIG_DIR}/sglang-prefill.env']
+    assert f'{CONFIG_DIR}/sglang-prefill.secret.json:/run/sglang-pd/secret.json:ro' in custom['prefill_0']['worker_volumes']
