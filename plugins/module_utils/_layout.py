@@ -8,6 +8,8 @@ filters expose it to YAML (``mindverse.sglang_pd.pd_service_files``,
 """
 from __future__ import annotations
 
+import re
+
 # The service files (sglang_service_config_dir's default): launch script, env, secret, gate.
 CONFIG_DIR = "/etc/sglang-pd"
 UNIT_DIR = "/etc/systemd/system"
@@ -31,6 +33,49 @@ def service_files(name, config_dir=None):
     return {"config_dir": config_dir, "env": f"{base}.env", "workers_env": f"{base}.workers.env",
             "secret": f"{base}.secret.json", "script": f"{base}.sh", "gate": f"{base}.gate.nft",
             "unit": f"{UNIT_DIR}/{name}.service"}
+
+
+# An image repository as Docker's reference grammar reads one (distribution/reference,
+# regexp.go): [DOMAIN[:PORT]/]PATH, the domain any case, each PATH component lowercase
+# alphanumerics joined by '.', '_', '__' or dashes. No scheme, no space, no tag or digest here.
+_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_DOMAIN = rf"(?:{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*|\[[0-9a-fA-F:.]+\])(?::[0-9]+)?"
+_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+REPOSITORY_RE = re.compile(rf"(?:{_DOMAIN}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*")
+
+
+def repository_problem(repository):
+    """Why Docker would refuse REPOSITORY as the name part of an image reference ('' when it takes it)."""
+    text = str(repository)
+    if text != text.strip() or any(c.isspace() for c in text):
+        return "it holds whitespace (a stray space or newline)"
+    if "://" in text:
+        return "it starts with a URL scheme; Docker names a registry without one"
+    if "@" in text:
+        return "it holds a digest; the digest goes in sglang_pd_image_digest"
+    if len(text) > 255:
+        return "it is longer than the 255 characters Docker allows"
+    if not REPOSITORY_RE.fullmatch(text):
+        domain, slash, _path = text.partition("/")
+        path = _path if slash and re.search(r"[.:]|^localhost$|[A-Z]", domain) else text
+        if path != path.lower():
+            return "a repository path is lowercase in Docker's reference grammar"
+        if ":" in path:
+            return "it holds a tag; an image is pinned by sglang_pd_image_digest only"
+        return "Docker's reference grammar refuses it"
+    return ""
+
+
+def endpoint_problem(path):
+    """Why PATH is not the path of an HTTP endpoint on a server ('' when it is one: ``/health_generate``)."""
+    text = str(path)
+    if "://" in text:
+        return "a URL; the collection puts its own address and port in front of it"
+    if not text.startswith("/") or text.startswith("//"):
+        return "not a path: it must start with one /"
+    if re.search(r"[\s\x00-\x1f\x7f#]", text):
+        return "holds whitespace, a control character or a fragment (#)"
+    return ""
 
 
 def image_reference(repository, digest):

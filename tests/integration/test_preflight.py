@@ -177,7 +177,7 @@ CASES = [
     ('digest-prefix', set_all(sglang_pd_image_digest='sha256:2d7471420f60'), None,
      ['sglang_pd_image_digest = "sha256:2d7471420f60"', 'pinned by its full digest', 'all 64 hex characters']),
     ('repository-with-digest', set_all(sglang_pd_image_repository='registry.example.com/sglang@' + DIGEST), None,
-     ['sglang_pd_image_repository', 'without a digest', 'digest in sglang_pd_image_digest']),
+     ['sglang_pd_image_repository', 'it holds a digest', 'digest in sglang_pd_image_digest']),
     # The manifest rule (image_artifacts'): whole, or a prefix of at least 8 hex characters; shorter is refused.
     ('md5-short-prefix', set_all(sglang_pd_image_artifacts=[{'path': '/opt/venv/x.so', 'md5': '84946b'}]), None,
      ['sglang_pd_image_artifacts[0].md5 = "84946b"', 'not an md5: the whole 32 hex characters, or a prefix of at least 8',

@@ -18,6 +18,7 @@ import json
 import os
 import re
 import socket
+from collections import Counter
 from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
@@ -27,6 +28,7 @@ from ansible_collections.mindverse.sglang_pd.plugins.filter.firewall import pd_f
 from ansible_collections.mindverse.sglang_pd.plugins.module_utils._artifact_checks import (
     DIGEST_LENGTHS, MIN_PREFIX, ArtifactError, normalize_digest)
 from ansible_collections.mindverse.sglang_pd.plugins.filter.layout import image_reference
+from ansible_collections.mindverse.sglang_pd.plugins.module_utils._layout import repository_problem
 from ansible_collections.mindverse.sglang_pd.plugins.filter.pd import (
     FIXED_WORKER_OPTIONS,
     MODES,
@@ -585,9 +587,10 @@ def pd_check_image(hostvars, hosts):
                 host, "sglang_pd_image_digest", digest, "the image must be pinned by its full digest",
                 "write sha256: followed by all 64 hex characters (docker buildx imagetools inspect IMAGE, "
                 "or the RepoDigests of docker image inspect)"))
-        if not isinstance(repository, str) or not repository or "@" in repository:
+        grammar = repository_problem(repository) if isinstance(repository, str) and repository else "it is empty"
+        if grammar:
             problems.append(_problem(
-                host, "sglang_pd_image_repository", repository, "the repository must be given without a digest",
+                host, "sglang_pd_image_repository", repository, f"not an image repository Docker takes: {grammar}",
                 "write the registry and repository only, e.g. myacr.azurecr.io/mindverse/sglang, and the digest "
                 "in sglang_pd_image_digest"))
         for name in ("sglang_worker_image", "sglang_router_image"):
@@ -1199,7 +1202,13 @@ def pd_check_flags(model, hostvars):
             continue
         launch = worker["launch"]
         for key in launch["options"]:
-            if key in FIXED_WORKER_OPTIONS:
+            if str(key).startswith("-"):
+                origin = _origin_of(launch, key)
+                problems.append(_problem(host, f"{origin}.{key}", launch["options"][key],
+                                         "an option's name is written as SGLang's ServerArgs field, not as its flag",
+                                         f"write {str(key).lstrip('-').replace('-', '_')} (the collection turns it into "
+                                         f"--{str(key).lstrip('-').replace('_', '-')})"))
+            elif key in FIXED_WORKER_OPTIONS:
                 origin = _origin_of(launch, key)
                 shown = REDACTED if SECRET_NAME.search(key) else launch["options"][key]
                 problems.append(_problem(host, origin, {key: shown},
@@ -1209,8 +1218,16 @@ def pd_check_flags(model, hostvars):
             problems.append(_problem(host, _origin_of(launch, "disaggregation_transfer_backend"), "fake",
                                      "SGLang refuses the fake transfer backend on prefill servers",
                                      "write mooncake (default), nixl, mori or mooncake_tcp"))
+        given = Counter(str(token).split("=", maxsplit=1)[0] for token in launch["argv"])
         for index in range(launch["options_start"], len(launch["argv"])):
             flag = str(launch["argv"][index]).split("=", maxsplit=1)[0]
+            fixed = flag[2:].replace("-", "_") if flag.startswith("--") else ""
+            # Given twice (the collection's and the extra one): check_argv below names both places.
+            if fixed in FIXED_WORKER_OPTIONS and str(launch["origins"][index]).endswith("extra_args") and given[flag] == 1:
+                problems.append(_problem(host, launch["origins"][index], flag,
+                                         f"{flag} is set by the collection from the inventory (the router and the "
+                                         "other workers are told the same)",
+                                         f"remove it and set {FIXED_WORKER_OPTIONS[fixed]}"))
             if flag.startswith("--") and SECRET_NAME.search(flag):
                 problems.append(_problem(host, launch["origins"][index], REDACTED,
                                          f"{flag} on the command line ends up in the launch script, in ps and in logs",
@@ -1218,6 +1235,8 @@ def pd_check_flags(model, hostvars):
                                          "file the worker reads in-process)"))
         for origin, flag, value, problem, fix in check_argv(launch["argv"], launch["origins"], flags, launch["options_start"],
                                                             tables[version].TYPES):
+            if flag.startswith("---"):
+                continue  # an option key written as a flag: reported above
             if SECRET_NAME.search(flag):
                 value = REDACTED
             text = f"{flag}" + (f" {value}" if value not in (None, "") else "")

@@ -3,15 +3,20 @@
 """Preflight checks of the container options and environments the roles would pass to Docker.
 
 Docker reads a size without a unit as bytes (``--shm-size 64`` is 64 bytes, and the
-server dies at its first large allocation), and an environment value that is a list or
-a map would be written as Python text. Both are refused before anything changes.
+server dies at its first large allocation); an environment value that is a list or a map
+would be written as Python text, and one with a control character breaks the env file (one
+line per variable); a model path that is relative, or that names the host's folder instead
+of where sglang_worker_volumes mounts it, is a path the container does not have. All are
+refused before anything changes.
 """
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Mapping
 
 from ansible_collections.mindverse.sglang_pd.plugins.filter.pd import WORKER_ENV_VARS
+from ansible_collections.mindverse.sglang_pd.plugins.module_utils._layout import endpoint_problem
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.checks import _problem, merge_problems
 
 # Docker's size syntax (go-units RAMInBytes): a number and an optional unit.
@@ -19,6 +24,7 @@ SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgGtTpP]?)[iI]?[bB]?\s*$")
 # (variable, role) of every container environment the roles build: the workers' groups, then the router's.
 ENV_VARIABLES = tuple((name, "sglang_worker") for name in WORKER_ENV_VARS) + (("sglang_router_env", "sglang_router"),)
 SCALARS = (str, int, float, bool)
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def _size_problem(value):
@@ -43,12 +49,53 @@ def _env_problems(host, variable, env):
             problems.append(_problem(host, f"{variable}.{name}", value,
                                      "an environment value must be a string or a number, not a list or a map",
                                      'write one string, such as "a,b" (quote it)'))
+        elif isinstance(value, str) and CONTROL.search(value):
+            problems.append(_problem(host, f"{variable}.{name}", value,
+                                     "holds a control character (a newline, tab or escape): the service's env file "
+                                     "holds one variable per line, so a newline cuts the value, and the others are "
+                                     "copy-paste slips a process reads as part of it",
+                                     "write the value on one line without control characters (a YAML block scalar "
+                                     "such as | or > ends in a newline: use a plain or quoted string)"))
     return problems
 
 
+def _within(path, folder):
+    path, folder = posixpath.normpath(path), posixpath.normpath(folder)
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def _model_path_problems(host, worker_vars):
+    """The model path is absolute, and a path inside the containers, not the host folder a volume mounts."""
+    path = worker_vars.get("sglang_worker_model_path")
+    if not isinstance(path, str) or "{{" in path or path.startswith("<"):
+        return []
+    if not path.startswith("/"):
+        return [_problem(host, "sglang_pd_model_path", path,
+                         "a relative path: SGLang would look for it in the container's working folder, or take it "
+                         "for a model hub name and try to download it",
+                         "write the absolute path of the model inside the worker containers, such as /models/glm-5.2-fp8")]
+    binds = []
+    for volume in worker_vars.get("sglang_worker_volumes") or []:
+        parts = str(volume).split(":")
+        if len(parts) >= 2 and parts[0].startswith("/") and parts[1].startswith("/"):
+            binds.append((parts[0], parts[1]))
+    if not binds or any(_within(path, target) for _source, target in binds):
+        return []
+    for source, target in binds:
+        if _within(path, source):
+            inside = posixpath.join(target, posixpath.relpath(posixpath.normpath(path), posixpath.normpath(source)))
+            return [_problem(host, "sglang_pd_model_path", path,
+                             f"the host's folder: sglang_worker_volumes mounts {source} at {target}, so the "
+                             f"containers see it as {posixpath.normpath(inside)}",
+                             f"write {posixpath.normpath(inside)} (sglang_pd_model_path is the path inside the "
+                             "worker containers)")]
+    return []
+
+
 def pd_check_container(model):
-    """Docker sizes have units and environment values are scalars, on every PD host."""
+    """Docker sizes have units, environment values are one-line scalars, the model path is the containers'."""
     problems = []
+    worker_hosts = {worker["host"] for worker in model["workers"]}
     for host, info in model["hosts"].items():
         worker_vars = info["role_vars"]["sglang_worker"]
         size = worker_vars.get("sglang_worker_shm_size")
@@ -58,6 +105,13 @@ def pd_check_container(model):
                 problems.append(_problem(host, "sglang_worker_shm_size", size, *issue))
         for variable, role in ENV_VARIABLES:
             problems += _env_problems(host, variable, info["role_vars"][role].get(variable))
+        if host in worker_hosts:
+            problems += _model_path_problems(host, worker_vars)
+            path = worker_vars.get("sglang_worker_health_path")
+            issue = endpoint_problem(path) if isinstance(path, str) and path else ""
+            if issue:
+                problems.append(_problem(host, "sglang_worker_health_path", path, issue,
+                                         "write the path alone, such as /health_generate"))
     for worker in model["workers"]:
         problems += _env_problems(worker["host"], f"env of {worker['name']} in sglang_pd_{worker['mode']}_workers",
                                   worker.get("env"))

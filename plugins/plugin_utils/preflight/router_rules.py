@@ -10,7 +10,9 @@ levels, ...) and the type argparse converts its value to. A router started with 
 value its parser refuses exits at once, and with it every client request.
 
 With ``auto`` (the default) the image decides which generation runs, and the role probes
-it later: an option or value is refused here only when no generation takes it.
+it later: an option or value is refused here only when no generation takes it. Extra
+arguments may not set what the collection sets (an option with its own variable, the
+workers), and the paths the router and the collection request are paths.
 """
 from __future__ import annotations
 
@@ -21,10 +23,16 @@ from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.chec
     _problem, _type_problem, check_argv, merge_problems, suggest)
 from ansible_collections.mindverse.sglang_pd.plugins.module_utils import (
     _sglang_router_flags_v0_3_2, _smg_router_flags_v1_13_0)
+from ansible_collections.mindverse.sglang_pd.plugins.module_utils._layout import endpoint_problem
 
 DEDICATED = dict(ROUTER_OPTION_VARS)
 # Given their own variables and checked by pd_check_router: never through the options map.
 SECRET_OPTIONS = ("api_key", "control_plane_api_keys")
+# Flags the router is always started with, from the inventory's groups.
+FROM_INVENTORY = {"pd_disaggregation": "--pd-disaggregation", "prefill": "its prefill workers (--prefill)",
+                  "decode": "its decode workers (--decode)", "worker_urls": "its workers"}
+# The paths the collection and the router request on the servers, each a path on them.
+ENDPOINT_VARIABLES = {"sglang_router_health_check_endpoint": "/health_generate", "sglang_router_ready_path": "/readiness"}
 # sglang_router_generation: the flag table of each generation's pinned release.
 GENERATIONS = {"sglang-router": _sglang_router_flags_v0_3_2, "smg": _smg_router_flags_v1_13_0}
 AUTO = "auto"
@@ -165,6 +173,16 @@ def _extra_args_problems(host, role_vars, flags):
     """Flags of sglang_router_extra_args, read as the router's parser reads them."""
     problems = []
     extra = [str(a) for a in role_vars.get("sglang_router_extra_args") or []]
+    for token in extra:
+        option = token.split("=", maxsplit=1)[0][2:].replace("-", "_") if token.startswith("--") else ""
+        if option in DEDICATED:
+            problems.append(_problem(host, "sglang_router_extra_args", token, f"the collection sets {token.split('=')[0]} "
+                                     f"from {DEDICATED[option]}, and checks it there",
+                                     f"remove it and write {DEDICATED[option]}"))
+        elif option in FROM_INVENTORY:
+            problems.append(_problem(host, "sglang_router_extra_args", token,
+                                     f"the collection gives the router {FROM_INVENTORY[option]}",
+                                     "remove it: the workers come from the sglang_prefill and sglang_decode groups"))
     for _origin, flag, value, problem, fix in check_argv(extra, ["sglang_router_extra_args"] * len(extra),
                                                          flags.flags, 0, flags.types, None):
         if flag not in ("--api-key", "--control-plane-api-keys"):
@@ -173,10 +191,20 @@ def _extra_args_problems(host, role_vars, flags):
     return problems
 
 
+def _endpoint_problems(host, role_vars):
+    problems = []
+    for variable, example in ENDPOINT_VARIABLES.items():
+        value = role_vars.get(variable)
+        problem = endpoint_problem(value) if isinstance(value, str) and value else ""
+        if problem:
+            problems.append(_problem(host, variable, value, problem, f"write the path alone, such as {example}"))
+    return problems
+
+
 def _router_problems(host, role_vars):
     flags = router_flags(role_vars)
-    return (_dedicated_problems(host, role_vars, flags) + _options_map_problems(host, role_vars, flags)
-            + _extra_args_problems(host, role_vars, flags))
+    return (_endpoint_problems(host, role_vars) + _dedicated_problems(host, role_vars, flags)
+            + _options_map_problems(host, role_vars, flags) + _extra_args_problems(host, role_vars, flags))
 
 
 def pd_check_router_options(model):

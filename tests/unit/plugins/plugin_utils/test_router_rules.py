@@ -32,7 +32,7 @@ def problems_of(generation, **router_vars):
     ("auto", {"sglang_router_options": {"mini_lb": True}}),
     ("auto", {"sglang_router_extra_args": ["--mini-lb", "--encode-policy", "consistent_hashing"]}),
     ("sglang-router", {"sglang_router_options": {"mini_lb": True}}),
-    ("smg", {"sglang_router_extra_args": ["--policy", "passthrough"]}),
+    ("smg", {"sglang_router_policy": "passthrough"}),
 ])
 def test_options_a_generation_in_use_takes_pass(generation, router_vars):
     assert problems_of(generation, **router_vars) == []
