@@ -62,15 +62,15 @@ molecule:
 molecule-%:  # one scenario: make molecule-hosts
 	molecule test -s $*
 
-bench: setup  # results go to docs/benchmarks.md (image_artifacts replaces its own section)
-	python bench/bench_image_artifacts.py --repeat 5 --update docs/benchmarks.md
-	python bench/bench_scale_out.py --runs 2 --append docs/benchmarks.md
-	python bench/bench_model_verify.py --append docs/benchmarks.md
-	python bench/bench_model_stage.py --append docs/benchmarks.md
-	python bench/bench_render.py --hosts 32 1000 --runs 3 --append docs/benchmarks.md
-	python bench/bench_scaling.py --nodes 3 6 12 --noop-runs 2 --append docs/benchmarks.md
+bench: setup  # each run appends a dated section to docs/benchmarks/results.md; docs/benchmarks.md indexes the current figures
+	python bench/bench_image_artifacts.py --repeat 5 --append docs/benchmarks/results.md
+	python bench/bench_scale_out.py --runs 2 --append docs/benchmarks/results.md
+	python bench/bench_model_verify.py --append docs/benchmarks/results.md
+	python bench/bench_model_stage.py --append docs/benchmarks/results.md
+	python bench/bench_render.py --hosts 32 1000 --runs 3 --append docs/benchmarks/results.md
+	python bench/bench_scaling.py --nodes 3 6 12 --noop-runs 2 --append docs/benchmarks/results.md
 	$(MAKE) --no-print-directory demo
-	python bench/bench_noop.py --runs 3 --append docs/benchmarks.md
+	python bench/bench_noop.py --runs 3 --append docs/benchmarks/results.md
 	$(MAKE) --no-print-directory demo-down
 
 clean: demo-down

@@ -26,7 +26,7 @@ scripts/setup/image_names.sh names it), the files are copied in with the archive
 container is committed. Everything is removed afterwards.
 
 Usage (from the repository root):
-    .venv/bin/python bench/bench_image_artifacts.py --repeat 7 --update docs/benchmarks.md
+    .venv/bin/python bench/bench_image_artifacts.py --repeat 7 --append docs/benchmarks/results.md
 """
 
 from __future__ import annotations
@@ -254,7 +254,7 @@ def verdict(met):
 
 
 def markdown(args, facts, times, read_via):
-    """The benchmark section for docs/benchmarks.md."""
+    """The benchmark section for docs/benchmarks/results.md."""
     mb = facts['bytes'] / 1e6
 
     def rate(key):
@@ -285,7 +285,7 @@ def markdown(args, facts, times, read_via):
         '',
         'Command: `.venv/bin/python bench/bench_image_artifacts.py --repeat %d%s%s`' % (
             args.repeat, '' if args.scale == 1.0 else ' --scale %g' % args.scale,
-            ' --update %s' % args.update if args.update else ''),
+            ' --append %s' % args.append if args.append else ''),
         '',
         'Image: the Debian base image set-up builds + %d files, %.1f MB (router .so %.0f MB, engine .so %.0f MB, '
         'two .py), committed as one layer; Docker %s (storage driver %s), Python %s, %s, %d CPUs; load average '
@@ -324,22 +324,10 @@ def markdown(args, facts, times, read_via):
     return '\n'.join(lines)
 
 
-def update_section(path, text):
-    """Put ``text`` in place of the file's image_artifacts section, or at its end when it has none."""
-    old = ''
-    if os.path.exists(path):
-        with open(path, 'r', encoding='utf-8') as handle:
-            old = handle.read()
-    if not old:
-        old = '# Benchmarks\n\nNot timed tests: numbers from one machine, with the command that produced them.\n'
-    start = old.find('\n' + SECTION_HEADING)
-    if start == -1:
-        new = old.rstrip('\n') + '\n' + text
-    else:
-        end = old.find('\n## ', start + 1)
-        new = old[:start] + text + (old[end:] if end != -1 else '')
-    with open(path, 'w', encoding='utf-8') as handle:
-        handle.write(new)
+def append_section(path, text):
+    """Append ``text`` (a dated section) to the results file at ``path``."""
+    with open(path, 'a', encoding='utf-8') as handle:
+        handle.write('\n' + text.lstrip('\n'))
 
 
 def load_average():
@@ -354,8 +342,7 @@ def main(argv=None):
                         help='runnable base image with md5sum and grep (default: %(default)s)')
     parser.add_argument('--repeat', type=int, default=5, help='runs per method; the median is reported')
     parser.add_argument('--scale', type=float, default=1.0, help='scale the .so sizes (1.0 = production sizes)')
-    parser.add_argument('--update', help='write the Markdown section into this file, in place of its '
-                                         'image_artifacts section (appended when it has none)')
+    parser.add_argument('--append', help='append the Markdown section to this file')
     args = parser.parse_args(argv)
 
     client = docker.from_env(timeout=600)
@@ -385,8 +372,8 @@ def main(argv=None):
             load_start=load_start, load_end=load_average())
         text = markdown(args, facts, times, dict(module=module_via, inproc=inproc_via))
         print(text)
-        if args.update:
-            update_section(args.update, text)
+        if args.append:
+            append_section(args.append, text)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
         if image_id:

@@ -22,7 +22,7 @@ uncapped. Every run starts from empty target directories and empty hash caches; 
 is from the first module start to the last module exit, the best of ``--repeat`` runs.
 
 Usage (from the repository root):
-    .venv/bin/python bench/bench_model_stage.py --size-mb 768 --repeat 3 --append docs/benchmarks.md
+    .venv/bin/python bench/bench_model_stage.py --size-mb 768 --repeat 3 --append docs/benchmarks/results.md
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ The files are read from the page cache (they were just written and one warm-up p
 so the numbers measure hashing, not the disk.
 
 Usage (from the repository root):
-    .venv/bin/python bench/bench_model_verify.py --size-gib 1 --repeat 3 --append docs/benchmarks.md
+    .venv/bin/python bench/bench_model_verify.py --size-gib 1 --repeat 3 --append docs/benchmarks/results.md
 """
 
 from __future__ import annotations

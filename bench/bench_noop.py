@@ -19,7 +19,7 @@ The last no-op run also reports its time per role (ansible.posix.profile_roles).
 Target: no-op <= 8x reach.
 
 Usage (from the repository root, after `make demo`):
-    .venv/bin/python bench/bench_noop.py --runs 3 --append docs/benchmarks.md
+    .venv/bin/python bench/bench_noop.py --runs 3 --append docs/benchmarks/results.md
 """
 
 from __future__ import annotations

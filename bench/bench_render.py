@@ -13,7 +13,7 @@ that a no-op site.yml computes once for the whole inventory (playbooks/settled.y
 Targets (issue 17): at 1,000 hosts render.yml <= 60 s and preflight.yml <= 20 s.
 
 Usage (from the repository root, after `make setup`):
-    .venv/bin/python bench/bench_render.py --hosts 32 1000 --runs 3 --append docs/benchmarks.md
+    .venv/bin/python bench/bench_render.py --hosts 32 1000 --runs 3 --append docs/benchmarks/results.md
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ fresh container (no image, no engine configuration) and the router does not know
 restarted and how many requests failed during the run.
 
 Usage (from the repository root, after `make setup`):
-    .venv/bin/python bench/bench_scale_out.py --runs 2 --append docs/benchmarks.md
+    .venv/bin/python bench/bench_scale_out.py --runs 2 --append docs/benchmarks/results.md
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ Besides wall time, the controller's CPU time (ansible-playbook, its forks and th
 ``t = a + b * N`` is fitted to each series; docs/scaling.md projects from it.
 
 Usage (from the repository root, after `make setup`):
-    .venv/bin/python bench/bench_scaling.py --nodes 3 6 12 --append docs/benchmarks.md
+    .venv/bin/python bench/bench_scaling.py --nodes 3 6 12 --append docs/benchmarks/results.md
 """
 
 from __future__ import annotations
