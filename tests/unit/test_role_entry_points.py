@@ -1,0 +1,38 @@
+# Copyright: mindverse
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Every role entry point another playbook calls (``tasks_from``) has an argument spec.
+
+Ansible checks a call against its entry point's spec before the first task runs, and
+ansible-doc documents it: a role's entry points are its interface, not its file names.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import re
+
+import pytest
+import yaml
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+CALL = re.compile(r"name:\s*mindverse\.sglang_pd\.(\w+)\s*\n\s*tasks_from:\s*([\w.]+)")
+
+
+def _calls():
+    found = set()
+    for path in sorted(REPO.glob("playbooks/**/*.yml")) + sorted(REPO.glob("roles/*/tasks/*.yml")):
+        for role, tasks in CALL.findall(path.read_text()):
+            found.add((role, tasks.removesuffix(".yml"), str(path.relative_to(REPO))))
+    return sorted(found)
+
+
+def test_the_calls_are_found():
+    assert len({(role, entry) for role, entry, _where in _calls()}) >= 15
+
+
+@pytest.mark.parametrize("role, entry, where", _calls(), ids=lambda v: str(v))
+def test_each_entry_point_called_has_a_spec(role, entry, where):
+    specs = yaml.safe_load((REPO / "roles" / role / "meta" / "argument_specs.yml").read_text())["argument_specs"]
+    assert entry in specs, f"{where} calls {role}'s {entry}, which roles/{role}/meta/argument_specs.yml does not describe"
+    assert (REPO / "roles" / role / "tasks" / f"{entry}.yml").exists()
+    assert specs[entry].get("short_description") and "options" in specs[entry]
