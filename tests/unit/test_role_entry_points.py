@@ -36,3 +36,11 @@ def test_each_entry_point_called_has_a_spec(role, entry, where):
     assert entry in specs, f"{where} calls {role}'s {entry}, which roles/{role}/meta/argument_specs.yml does not describe"
     assert (REPO / "roles" / role / "tasks" / f"{entry}.yml").exists()
     assert specs[entry].get("short_description") and "options" in specs[entry]
+
+
+def test_no_playbook_reads_a_roles_private_variable():
+    roles = sorted(path.name for path in (REPO / "roles").iterdir() if path.is_dir())
+    private = re.compile(r"\b__(?:%s)_\w+" % "|".join(map(re.escape, roles)))
+    found = [f"{path.relative_to(REPO)}: {match}" for path in sorted(REPO.glob("playbooks/**/*.yml"))
+             for match in private.findall(path.read_text())]
+    assert found == []
