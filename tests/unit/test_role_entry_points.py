@@ -30,7 +30,7 @@ def test_the_calls_are_found():
     assert len({(role, entry) for role, entry, _where in _calls()}) >= 15
 
 
-@pytest.mark.parametrize("role, entry, where", _calls(), ids=lambda v: str(v))
+@pytest.mark.parametrize("role, entry, where", _calls(), ids=str)
 def test_each_entry_point_called_has_a_spec(role, entry, where):
     specs = yaml.safe_load((REPO / "roles" / role / "meta" / "argument_specs.yml").read_text())["argument_specs"]
     assert entry in specs, f"{where} calls {role}'s {entry}, which roles/{role}/meta/argument_specs.yml does not describe"
