@@ -20,10 +20,10 @@ from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.mindverse.sglang_pd.plugins.module_utils._layout import SECRET_MOUNT, http_url, url_host
+from ansible_collections.mindverse.sglang_pd.plugins.module_utils._layout import SECRET_MOUNT, WORKER_MODES, http_url, url_host
 
 
-MODES = ("prefill", "decode")
+MODES = WORKER_MODES
 # Production ports (seed deployment); each can be set per host or group in inventory.
 DEFAULT_PORTS = {"prefill": 30100, "decode": 30200}
 DEFAULT_BOOTSTRAP_PORT = 8998

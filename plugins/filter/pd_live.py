@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.mindverse.sglang_pd.plugins.module_utils._layout import http_url
+from ansible_collections.mindverse.sglang_pd.plugins.module_utils._layout import SERVICE_MODES, http_url
 
 LABEL_PREFIX = "org.mindverse.sglang_pd."
 SERVICE_LABEL = LABEL_PREFIX + "service"
-MODES = ("prefill", "decode", "router")
+MODES = SERVICE_MODES
 
 
 def pd_service_labels(service):

@@ -14,6 +14,8 @@ import os
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.mindverse.sglang_pd.plugins.module_utils._layout import VARIABLE_PREFIXES
+
 COLLECTION = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # The collection's code and data that a run reads (its tests and docs change nothing on a node).
 CODE_FOLDERS = ('roles', 'plugins', 'playbooks')
@@ -25,8 +27,7 @@ RUN_VARIABLES = ('sglang_pd_skip_settled', 'sglang_pd_break_lock', 'sglang_pd_lo
 
 
 def _prefixes():
-    roles = sorted(os.listdir(os.path.join(COLLECTION, 'roles')))
-    return tuple(f'{role}_' for role in roles) + ('sglang_pd_',)
+    return VARIABLE_PREFIXES
 
 
 def _code_digest():

@@ -17,7 +17,7 @@ import re
 
 from ansible.errors import AnsibleFilterError
 
-MODES = ("prefill", "decode")
+from ansible_collections.mindverse.sglang_pd.plugins.module_utils._layout import WORKER_MODES as MODES
 
 
 def batch_size(serial, hosts):

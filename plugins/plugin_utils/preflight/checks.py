@@ -28,7 +28,7 @@ from ansible_collections.mindverse.sglang_pd.plugins.filter.firewall import pd_f
 from ansible_collections.mindverse.sglang_pd.plugins.module_utils._artifact_checks import (
     DIGEST_LENGTHS, MIN_PREFIX, ArtifactError, normalize_digest)
 from ansible_collections.mindverse.sglang_pd.plugins.filter.layout import image_reference
-from ansible_collections.mindverse.sglang_pd.plugins.module_utils._layout import repository_problem
+from ansible_collections.mindverse.sglang_pd.plugins.module_utils._layout import VARIABLE_PREFIXES, repository_problem
 from ansible_collections.mindverse.sglang_pd.plugins.filter.pd import (
     FIXED_WORKER_OPTIONS,
     MODES,
@@ -48,8 +48,7 @@ PD_GROUPS = ("sglang_router", "sglang_prefill", "sglang_decode")
 ROLE_PREFIXES = {"sglang_worker": "sglang_worker_", "sglang_router": "sglang_router_"}
 # A variable with one of these prefixes belongs to the collection: one that no role or
 # playbook takes is refused (a misspelt digest would otherwise deploy the old image).
-COLLECTION_PREFIXES = ("sglang_pd_", "sglang_worker_", "sglang_router_", "sglang_image_", "sglang_firewall_", "sglang_model_",
-                       "sglang_service_", "container_engine_", "rocm_", "rdma_", "unified_image_", "mooncake_patch_")
+COLLECTION_PREFIXES = VARIABLE_PREFIXES
 # The strings Ansible's bool filter reads as a boolean: what a run switch typed as -e key=value may hold.
 SWITCH_STRINGS = frozenset(str(v).lower() for v in BOOLEANS_TRUE | BOOLEANS_FALSE if isinstance(v, str))
 DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")

@@ -4,10 +4,13 @@
 
 from __future__ import annotations
 
+import pathlib
+
 import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.mindverse.sglang_pd.plugins.filter import layout
+from ansible_collections.mindverse.sglang_pd.plugins.module_utils import _layout
 
 
 def test_service_files_live_under_etc_sglang_pd_by_default():
@@ -59,3 +62,9 @@ def test_an_image_reference_is_built_and_read_back_the_same_way():
     assert layout.image_digest(None) == ""
     with pytest.raises(AnsibleFilterError, match="sglang_pd_image_digest"):
         layout.image_reference("registry.local:5000/sglang-pd", "")
+
+
+def test_the_roles_and_variable_prefixes_are_those_of_the_roles_folder():
+    roles_dir = pathlib.Path(__file__).resolve().parents[4] / "roles"
+    assert _layout.ROLES == tuple(sorted(path.name for path in roles_dir.iterdir() if path.is_dir()))
+    assert set(_layout.VARIABLE_PREFIXES) == {f"{role}_" for role in _layout.ROLES} | {"sglang_pd_"}
