@@ -26,10 +26,6 @@ OTHER_VARIABLES = ('ansible_host',)
 RUN_VARIABLES = ('sglang_pd_skip_settled', 'sglang_pd_break_lock', 'sglang_pd_lock_wait')
 
 
-def _prefixes():
-    return VARIABLE_PREFIXES
-
-
 def _code_digest():
     digest = hashlib.sha256()
     for top in CODE_FOLDERS:
@@ -48,13 +44,12 @@ def plan_digest(hostvars, groups):
 
     Only the digest leaves this filter: the variables hashed hold secrets (the router's API keys).
     """
-    prefixes = _prefixes()
     plan = {'groups': {name: sorted(hosts) for name, hosts in sorted(groups.items())}, 'hosts': {}}
     for host in sorted(groups.get('all', [])):
         values = hostvars[host]
         try:
             plan['hosts'][host] = {name: values[name] for name in sorted(values.keys())
-                                   if (name.startswith(prefixes) or name in OTHER_VARIABLES)
+                                   if (name.startswith(VARIABLE_PREFIXES) or name in OTHER_VARIABLES)
                                    and name not in RUN_VARIABLES}
         except Exception as exc:  # pylint: disable=broad-exception-caught
             raise AnsibleFilterError(f'plan_digest: a variable of {host} cannot be evaluated ({type(exc).__name__})')
