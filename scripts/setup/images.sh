@@ -30,7 +30,7 @@ if [ "$(cat "$ctx/wheels.sha256" 2>/dev/null)" != "$wheels_for" ]; then
   echo "$wheels_for" > "$ctx/wheels.sha256"
 fi
 rm -rf "$ctx/standin" && mkdir -p "$ctx/standin"
-(cd "$REPO/tests/standin" && tar -c --exclude=__pycache__ sglang) | tar -x -C "$ctx/standin"
+(cd "$REPO/tests/standin" && tar -ch --exclude=__pycache__ sglang) | tar -x -C "$ctx/standin"
 
 login() {
   docker login -u sglang --password-stdin "$ADDR" < "$CACHE/registry/password" >/dev/null
@@ -103,6 +103,9 @@ ansible_ssh_private_key_file: "$CACHE/fleet-ssh/id_ed25519"
 ansible_ssh_common_args: "-o UserKnownHostsFile=$CACHE/fleet-ssh/known_hosts -o StrictHostKeyChecking=yes"
 # The stand-in model directories (tests/fleet/up.yml writes them; nodes mount them read-only).
 fleet_models_dir: "$CACHE/models"
+# The stand-in of AMD's apt repositories (tests/fixtures/amd_apt_repo.py; tests/fleet/up.yml builds
+# it and nodes mount it read-only): site.yml installs the host stack from it.
+fleet_amd_repo_dir: "$CACHE/amd-apt"
 sglang_pd_image_artifacts:
   - path: "$router_so"
     md5: "$(md5_in "$router_so")"

@@ -2,7 +2,8 @@
 # Tools the tests run on the controller: the headless browser the status page is loaded in
 # (Debian's chromium-headless-shell), and promtool (Debian's prometheus) that checks the
 # monitoring role's rendered configuration and rules, and rsync (the model staging tests run
-# a real rsync daemon as a peer), and the SSH client the controller reaches the fleet's nodes with.
+# a real rsync daemon as a peer), the SSH client the controller reaches the fleet's nodes with,
+# nftables and gpg.
 source "$(dirname "$0")/lib.sh"
 if ! command -v chromium-headless-shell >/dev/null; then
   log "installing chromium-headless-shell"
@@ -28,3 +29,14 @@ if ! command -v ssh >/dev/null || ! command -v ssh-keygen >/dev/null; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openssh-client >/dev/null
 fi
 log "ssh: $(ssh -V 2>&1 | head -n1)"
+# nft --check proves the firewall role's table (tests/integration/test_firewall_rules.py); gpg and
+# dpkg-deb build the stand-in of AMD's apt repositories (tests/fixtures/amd_apt_repo.py).
+for tool in nft:nftables gpg:gpg gpg-agent:gpg-agent; do
+  if ! command -v "${tool%%:*}" >/dev/null && ! [ -x "/usr/sbin/${tool%%:*}" ]; then
+    log "installing ${tool#*:}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${tool#*:}" >/dev/null
+  fi
+done
+log "nft: $(/usr/sbin/nft --version 2>/dev/null || nft --version)"
+log "gpg: $(gpg --version | head -n1)"
