@@ -41,7 +41,7 @@ ee: setup build
 	bash scripts/setup/ee.sh
 
 unit:
-	python -m pytest tests/unit tests/integration -q -p no:cacheprovider
+	python -m pytest tests/unit tests/integration -q -rs -p no:cacheprovider
 
 sanity:
 	bash scripts/sanity.sh --requirements

@@ -1,7 +1,8 @@
 """Entry point of the stand-in: ``python -m sglang.launch_server [SGLang flags]``.
 
 Tests only: serves SGLang's HTTP API on CPU with deterministic replies. Like
-SGLang it exits 1 at start, before listening, when --model-path is not a directory
+SGLang 0.5.14 it exits 2 on a flag it does not take (or a bad choice), and 1 at start,
+before listening, when --model-path is not a directory
 holding config.json (the only file of it the stand-in reads). In prefill mode it
 also listens on --disaggregation-bootstrap-port. SIGTERM or SIGINT stop it
 gracefully: no new connections, in-flight requests finish, exit 0.
@@ -13,6 +14,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from types import FrameType
 
@@ -24,20 +26,33 @@ from sglang._standin.state import ServerState, log
 from sglang._standin.transport import chosen, print_engine_lines
 
 
-def _install_stop_handlers(stop: threading.Event) -> None:
-    """SIGTERM (systemd, docker stop) and SIGINT set stop."""
+def _install_signal_handlers(stop: threading.Event, advance: threading.Event) -> None:
+    """SIGTERM (systemd, docker stop) and SIGINT set stop; SIGUSR1 sets advance (tests: end the
+    model load or the warm-up now, so that they wait on an event rather than a clock)."""
 
-    def _on_signal(signum: int, _frame: FrameType | None) -> None:
+    def _on_stop(signum: int, _frame: FrameType | None) -> None:
         log(f"received {signal.Signals(signum).name}: stop accepting, finish in-flight requests, exit")
         stop.set()
 
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGINT, _on_signal)
+    def _on_advance(_signum: int, _frame: FrameType | None) -> None:
+        advance.set()
+
+    signal.signal(signal.SIGTERM, _on_stop)
+    signal.signal(signal.SIGINT, _on_stop)
+    signal.signal(signal.SIGUSR1, _on_advance)
+
+
+def _wait(seconds: float, stop: threading.Event, advance: threading.Event) -> None:
+    """Wait seconds, or until stop or advance is set (advance is cleared for the next phase)."""
+    deadline = time.monotonic() + seconds
+    while not stop.is_set() and not advance.is_set() and time.monotonic() < deadline:
+        advance.wait(min(0.1, max(deadline - time.monotonic(), 0)))
+    advance.clear()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the stand-in until SIGTERM/SIGINT; return the exit code."""
-    args, ignored, options = parse_args(argv)
+    args, options = parse_args(argv)
     # Like SGLang, which reads the model's config.json before anything listens: the
     # last line of its traceback, on stderr, and exit 1.
     model_error = model_path_error(args.model_path)
@@ -50,9 +65,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         log(f"error: {exc}")
         return 2
-    state = ServerState(args, ignored, options.warmup_secs, options.token_delay_secs, options.waiting_timeout_secs)
-    stop = threading.Event()
-    _install_stop_handlers(stop)
+    state = ServerState(args, options.warmup_secs, options.token_delay_secs, options.waiting_timeout_secs)
+    stop, advance = threading.Event(), threading.Event()
+    _install_signal_handlers(stop, advance)
+    # Loading the model: nothing listens yet, so connections are refused (as SGLang's are).
+    log(f"loading the model for {options.load_secs}s: not listening yet")
+    _wait(options.load_secs, stop, advance)
+    if stop.is_set():
+        log("stopped while loading the model")
+        return 0
     bootstrap: BootstrapServer | None = None
     # Mooncake's transfer engine starts (and logs the transport it chose, see
     # _standin/transport.py, SGLANG_STANDIN_TRANSPORT) before the server answers.
@@ -67,15 +88,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     server_thread = threading.Thread(target=httpd.serve_forever, name="http", daemon=True)
     server_thread.start()
+    state.start_warmup()
     log(
         f"SGLang stand-in {__version__} (tests only) started: mode={state.mode} host={args.host} port={args.port}"
         + (f" bootstrap_port={args.disaggregation_bootstrap_port}" if bootstrap else "")
-        + f" model={args.model_path} served_model_name={args.served_model_name} warmup={options.warmup_secs}s"
+        + f" model={args.model_path} served_model_name={args.served_model_name} load={options.load_secs}s warmup={options.warmup_secs}s"
         + f" kv_waiting_timeout={options.waiting_timeout_secs}s"
-        + (f" ignored_args={' '.join(ignored)}" if ignored else "")
     )
-    while not stop.wait(0.5):
-        pass
+    while not stop.wait(0.1):
+        if advance.is_set():
+            advance.clear()
+            state.end_warmup()
     httpd.shutdown()  # stop accepting
     if bootstrap is not None:
         bootstrap.shutdown()

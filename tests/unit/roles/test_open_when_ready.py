@@ -62,13 +62,13 @@ def run_opener(tmp_path, url, timeout):
 def test_the_gate_opens_once_the_service_answers_200(tmp_path, readiness):
     Readiness.not_ready, Readiness.seen = 3, 0
     url = 'http://127.0.0.1:%d/readiness' % readiness.server_address[1]
-    result, took, calls = run_opener(tmp_path, url, 30)
+    # The wait allowed is far longer than any run: "ready after" (not "not ready after") is the claim.
+    result, _took, calls = run_opener(tmp_path, url, 3600)
     assert result.returncode == 0 and result.stderr == ''
     assert result.stdout.startswith('open-when-ready: %s ready after ' % url)
     assert result.stdout.endswith('open-when-ready: gate sglang_pd_gate_sglang_router opened\n')
     assert Readiness.seen == 4
     assert calls == 'delete table inet sglang_pd_gate_sglang_router\n'
-    assert took < 10
 
 
 def test_the_gate_opens_when_the_wait_runs_out_and_says_so(tmp_path, readiness):
@@ -78,7 +78,7 @@ def test_the_gate_opens_when_the_wait_runs_out_and_says_so(tmp_path, readiness):
     assert result.returncode == 0
     assert 'open-when-ready: %s not ready after 2 s; opening the port anyway' % url in result.stderr
     assert calls == 'delete table inet sglang_pd_gate_sglang_router\n'
-    assert 2 <= took < 10
+    assert took >= 2  # it waited the 2 s it was given (run_opener's 60 s timeout is the safety net)
 
 
 def test_the_usage_is_refused_without_three_arguments(tmp_path):

@@ -13,6 +13,9 @@ import pytest
 
 from test_standin import Standin, fixture_start  # noqa: F401  pylint: disable=unused-import
 
+# SGLang serves /metrics only when started with --enable-metrics.
+METRICS = ("--enable-metrics",)
+
 pytestmark = pytest.mark.skipif(sys.version_info < (3, 10), reason="the stand-in needs Python 3.10 or later")
 
 
@@ -28,7 +31,7 @@ def in_flight(standin: Standin) -> tuple[int, int]:
 
 
 def test_idle_server_reports_nothing_in_flight(start: Callable[..., Standin]) -> None:
-    standin = start()
+    standin = start(extra=METRICS)
     status, load = standin.json("GET", "/get_load")
     assert status == 200
     assert load == [{"dp_rank": 0, "num_reqs": 0, "num_waiting_reqs": 0, "num_tokens": 0}]
@@ -36,7 +39,7 @@ def test_idle_server_reports_nothing_in_flight(start: Callable[..., Standin]) ->
 
 
 def test_streaming_request_counts_until_it_ends(start: Callable[..., Standin]) -> None:
-    standin = start(token_delay=0.2)
+    standin = start(extra=METRICS, token_delay=0.2)
     conns = [http.client.HTTPConnection("127.0.0.1", standin.port, timeout=10) for _conn in range(2)]
     try:
         for conn in conns:
@@ -57,7 +60,7 @@ def test_streaming_request_counts_until_it_ends(start: Callable[..., Standin]) -
 
 
 def test_failed_request_is_not_left_in_flight(start: Callable[..., Standin]) -> None:
-    standin = start()
+    standin = start(extra=METRICS)
     status = standin.request("POST", "/v1/chat/completions", {"messages": "not a list"})[0]
     assert status == 400
     assert in_flight(standin) == (0, 0)

@@ -60,11 +60,12 @@ def test_a_room_the_prefill_received_is_answered(bootstrap: Callable[..., pd.Boo
 
 def test_a_room_arriving_while_decode_asks_is_answered(bootstrap: Callable[..., pd.BootstrapServer]) -> None:
     # The router sends both requests at once: decode may ask before prefill has the request.
-    server = bootstrap(room_wait=3.0)
+    # Answered once the room arrives (not before it, and well before the 600 s the server would wait).
+    server = bootstrap(room_wait=600.0)
     threading.Timer(0.3, server.rooms.add, args=(7,)).start()
     began = time.monotonic()
-    assert pd.check_bootstrap("127.0.0.1", port_of(server), 2.0, room=7) is None
-    assert 0.2 <= time.monotonic() - began < 3.0
+    assert pd.check_bootstrap("127.0.0.1", port_of(server), 600.0, room=7) is None
+    assert 0.2 <= time.monotonic() - began < 300
 
 
 def test_a_room_mismatch_is_refused_naming_room_and_address(bootstrap: Callable[..., pd.BootstrapServer]) -> None:
@@ -84,7 +85,8 @@ def test_an_unreachable_prefill_fails_naming_the_address() -> None:
     began = time.monotonic()
     problem = pd.check_bootstrap(UNROUTABLE, 8998, 0.5, room=5)
     assert problem is not None and f"cannot reach the prefill bootstrap server at {UNROUTABLE}:8998" in problem
-    assert time.monotonic() - began < 3
+    # The 0.5 s connect timeout held, not the kernel's (minutes): a bound no slow machine comes near.
+    assert time.monotonic() - began < 60
 
 
 def test_a_port_that_is_not_a_bootstrap_listener_fails_at_once() -> None:
@@ -101,10 +103,11 @@ def test_a_port_that_is_not_a_bootstrap_listener_fails_at_once() -> None:
 
         threading.Thread(target=_answer, daemon=True).start()
         began = time.monotonic()
-        problem = pd.check_bootstrap("127.0.0.1", other.getsockname()[1], 5.0, room=9)
+        problem = pd.check_bootstrap("127.0.0.1", other.getsockname()[1], 600.0, room=9)
     assert problem is not None and "not a bootstrap greeting" in problem and "HTTP/1.1 400" in problem
     assert "bootstrap_room 9" in problem
-    assert time.monotonic() - began < 2
+    # At once on the wrong answer, not after the 600 s the check would wait.
+    assert time.monotonic() - began < 300
 
 
 def test_the_greeting_alone_still_answers_old_clients(bootstrap: Callable[..., pd.BootstrapServer]) -> None:
@@ -199,4 +202,5 @@ def test_the_prefill_http_port_as_bootstrap_port_fails_at_once(start: Callable[.
     assert status == 500
     assert f"no prefill bootstrap server at 127.0.0.1:{prefill.port}" in error["message"]
     assert "bootstrap_room 13" in error["message"]
-    assert time.monotonic() - began < 4
+    # At once, not after decode's 300 s wait for the KV cache (SGLANG_DISAGGREGATION_WAITING_TIMEOUT).
+    assert time.monotonic() - began < 150

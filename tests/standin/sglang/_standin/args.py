@@ -1,7 +1,11 @@
-"""Command line of ``python -m sglang.launch_server``, as far as the stand-in needs it.
+"""Command line of ``python -m sglang.launch_server``, as SGLang 0.5.14 parses it.
 
-Flag names, aliases, defaults and choices follow sglang/srt/server_args.py (0.5.14).
-Any other SGLang flag is accepted and ignored (``parse_known_args``).
+The parser is built from the pinned flag table (``server_flags``: a link to the collection's
+plugins/module_utils/_sglang_flags_v0_5_14.py, generated from sglang/srt/server_args.py), so
+the stand-in takes exactly the flags SGLang takes: an unknown flag, a bad choice or a value
+of the wrong type exits 2 with argparse's message, as SGLang does. Defaults are SGLang's.
+The stand-in acts on a few of them (address, ports, model, PD mode, keys, metrics); the
+others are parsed and have no effect.
 """
 
 from __future__ import annotations
@@ -11,17 +15,18 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-DISAGGREGATION_MODES = ("null", "prefill", "decode")
-TRANSFER_BACKENDS = ("mooncake", "nixl", "ascend", "fake", "mori", "mooncake_tcp")
-KV_CACHE_DTYPES = ("auto", "fp8_e5m2", "fp8_e4m3", "bf16", "bfloat16", "fp4_e2m1")
+from sglang._standin import server_flags
 
 MAX_PORT = 65535
 ENV_WARMUP = "SGLANG_STANDIN_WARMUP_SECS"
+# Like SGLang, which loads the model before its HTTP server starts: connections are refused.
+ENV_LOAD = "SGLANG_STANDIN_LOAD_SECS"
 ENV_TOKEN_DELAY = "SGLANG_STANDIN_TOKEN_DELAY_SECS"
 # SGLang's own variable and default (sglang/srt/environ.py, 0.5.14): how long decode waits
 # for a request's KV cache from prefill. The stand-in waits that long for the bootstrap server.
 ENV_WAITING_TIMEOUT = "SGLANG_DISAGGREGATION_WAITING_TIMEOUT"
 WAITING_TIMEOUT_DEFAULT = 300.0
+_CONVERTERS = {"int": int, "float": float, "str": str}
 
 
 @dataclass(frozen=True)
@@ -31,32 +36,35 @@ class StandinOptions:
     warmup_secs: float
     token_delay_secs: float
     waiting_timeout_secs: float = WAITING_TIMEOUT_DEFAULT
+    load_secs: float = 0.0
+
+
+def _switch_dest(flag: str, dest: str) -> str:
+    """The dest of a switch: its own when the table's dest holds a value (a deprecated spelling)."""
+    kinds = {kind for _flag, (one, kind, _choices, _new) in server_flags.FLAGS.items() if one == dest}
+    return dest if kinds == {"switch"} else "deprecated_" + flag.lstrip("-").replace("-", "_")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """Return the parser for the SGLang flags the stand-in uses."""
+    """The parser of every SGLang 0.5.14 server flag (server_flags), with SGLang's defaults."""
     parser = argparse.ArgumentParser(
         prog="python -m sglang.launch_server",
-        description="CPU stand-in for the SGLang server (tests only). Unknown SGLang flags are ignored.",
+        description="CPU stand-in for the SGLang server (tests only), taking SGLang 0.5.14's flags.",
     )
-    add = parser.add_argument
-    add("--model-path", "--model", dest="model_path", required=True,
-        help="model directory: must hold config.json (nothing else is read)")
-    add("--tokenizer-path", dest="tokenizer_path", default=None, help="defaults to --model-path")
-    add("--served-model-name", dest="served_model_name", default=None, help="defaults to --model-path")
-    add("--host", default="127.0.0.1")
-    add("--port", type=int, default=30000)
-    add("--tp-size", "--tensor-parallel-size", dest="tp_size", type=int, default=1)
-    add("--dp-size", "--data-parallel-size", dest="dp_size", type=int, default=1)
-    add("--trust-remote-code", action="store_true")
-    add("--kv-cache-dtype", default="auto", choices=KV_CACHE_DTYPES)
-    add("--attention-backend", default=None)
-    add("--disaggregation-mode", default="null", choices=DISAGGREGATION_MODES)
-    add("--disaggregation-bootstrap-port", type=int, default=8998)
-    add("--disaggregation-transfer-backend", default="mooncake", choices=TRANSFER_BACKENDS)
-    add("--disaggregation-ib-device", default=None)
-    add("--api-key", dest="api_key", default=None, help="required on every endpoint but /health* and /metrics")
-    add("--admin-api-key", dest="admin_api_key", default=None, help="required instead on admin endpoints (/flush_cache)")
+    for flag, (dest, kind, choices, _replacement) in sorted(server_flags.FLAGS.items()):
+        if kind == "switch":
+            parser.add_argument(flag, dest=_switch_dest(flag, dest), action="store_true")
+            continue
+        kwargs = {"dest": dest, "type": _CONVERTERS[server_flags.TYPES.get(dest, "str")]}
+        if choices:
+            kwargs["choices"] = choices
+        if kind == "optional":
+            kwargs["nargs"] = "?"
+        elif kind == "list":
+            kwargs["nargs"] = "+"
+        parser.add_argument(flag, **kwargs)
+    dests = {dest for dest, _kind, _choices, _new in server_flags.FLAGS.values()}
+    parser.set_defaults(**{dest: value for dest, value in server_flags.DEFAULTS.items() if dest in dests})
     return parser
 
 
@@ -94,13 +102,16 @@ def _env_seconds(parser: argparse.ArgumentParser, environ: Mapping[str, str], na
 
 def parse_args(
     argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None
-) -> tuple[argparse.Namespace, list[str], StandinOptions]:
-    """Parse argv like SGLang; return (server args, ignored flags, stand-in options).
+) -> tuple[argparse.Namespace, StandinOptions]:
+    """Parse argv like SGLang 0.5.14; return (server args, stand-in options).
 
-    Exits with code 2 on invalid input, as SGLang's argparse does.
+    Exits with code 2 on invalid input (an unknown flag, a bad choice or type, no
+    --model-path), as SGLang's argparse does.
     """
     parser = build_parser()
-    args, ignored = parser.parse_known_args(argv)
+    args = parser.parse_args(argv)
+    if args.model_path is None:
+        parser.error("the following arguments are required: --model-path/--model")
     if args.disaggregation_mode == "prefill" and args.disaggregation_transfer_backend == "fake":
         parser.error("--disaggregation-transfer-backend fake is not supported in prefill mode (decode only)")
     _check_port(parser, "--port", args.port)
@@ -112,5 +123,6 @@ def parse_args(
         warmup_secs=_env_seconds(parser, env, ENV_WARMUP, 2.0),
         token_delay_secs=_env_seconds(parser, env, ENV_TOKEN_DELAY, 0.0),
         waiting_timeout_secs=_env_seconds(parser, env, ENV_WAITING_TIMEOUT, WAITING_TIMEOUT_DEFAULT),
+        load_secs=_env_seconds(parser, env, ENV_LOAD, 2.0),
     )
-    return args, ignored, options
+    return args, options

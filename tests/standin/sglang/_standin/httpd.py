@@ -244,8 +244,11 @@ class StandinHandler(BaseHTTPRequestHandler):
         self._json(200, {"object": "list", "data": [card]})
 
     def _metrics(self) -> None:
-        """GET /metrics: a few Prometheus lines."""
+        """GET /metrics: a few Prometheus lines; SGLang mounts the route only with --enable-metrics."""
         state = self.server.state
+        if not state.args.enable_metrics:
+            self._json(404, {"detail": "Not Found"})
+            return
         labels = f'model_name="{state.args.served_model_name}",mode="{state.mode}"'
         text = (
             "# HELP sglang:num_requests_total Generation requests served by the stand-in.\n"

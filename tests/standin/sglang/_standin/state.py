@@ -27,7 +27,6 @@ class ServerState:
     """Parsed arguments, warm-up deadline and counters, shared by all handler threads."""
 
     args: argparse.Namespace
-    ignored_args: list[str]
     warmup_secs: float
     token_delay_secs: float
     waiting_timeout_secs: float = 300.0
@@ -39,8 +38,16 @@ class ServerState:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __post_init__(self) -> None:
-        """Start the warm-up clock."""
+        """Not ready until the server listens and its warm-up has passed (start_warmup)."""
+        self.ready_at = float("inf")
+
+    def start_warmup(self) -> None:
+        """Start the warm-up clock: the server listens now, and answers 503 until it has passed."""
         self.ready_at = time.monotonic() + self.warmup_secs
+
+    def end_warmup(self) -> None:
+        """End the warm-up now (SIGUSR1: tests wait on this event, not on a clock)."""
+        self.ready_at = min(self.ready_at, time.monotonic())
 
     @property
     def mode(self) -> str:
@@ -70,6 +77,5 @@ class ServerState:
                 standin=True,
                 standin_requests_served=self.requests_served,
                 standin_bootstrap_connections=self.bootstrap_connections,
-                standin_ignored_args=list(self.ignored_args),
             )
         return info

@@ -1,0 +1,1 @@
+../../../../plugins/module_utils/_sglang_flags_v0_5_14.py
