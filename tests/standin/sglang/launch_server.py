@@ -15,7 +15,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import FrameType
 
 from sglang import __version__
@@ -26,26 +26,44 @@ from sglang._standin.state import ServerState, log
 from sglang._standin.transport import chosen, print_engine_lines
 
 
-def _install_signal_handlers(stop: threading.Event, advance: threading.Event) -> None:
-    """SIGTERM (systemd, docker stop) and SIGINT set stop; SIGUSR1 sets advance (tests: end the
-    model load or the warm-up now, so that they wait on an event rather than a clock)."""
+def _install_signal_handlers(state: ServerState, stop: threading.Event, advance: threading.Event) -> None:
+    """SIGTERM (systemd, docker stop): SGLang's graceful exit (health 503, serve until no request is
+    left); SIGINT: stop at once. SIGUSR1 sets advance (tests: end the model load or the warm-up now,
+    so that they wait on an event rather than a clock). SIGUSR2 stalls the scheduler, or resumes
+    it (a fault: HTTP answers, no token comes out)."""
 
-    def _on_stop(signum: int, _frame: FrameType | None) -> None:
+    def _on_term(signum: int, _frame: FrameType | None) -> None:
+        log(f"received {signal.Signals(signum).name}: draining requests and shutting down (health answers 503)")
+        state.exiting = True
+
+    def _on_int(signum: int, _frame: FrameType | None) -> None:
         log(f"received {signal.Signals(signum).name}: stop accepting, finish in-flight requests, exit")
         stop.set()
 
     def _on_advance(_signum: int, _frame: FrameType | None) -> None:
         advance.set()
 
-    signal.signal(signal.SIGTERM, _on_stop)
-    signal.signal(signal.SIGINT, _on_stop)
+    def _on_stall(_signum: int, _frame: FrameType | None) -> None:
+        log("scheduler stalled: no token comes out, HTTP still answers" if state.toggle_stall() else "scheduler resumed")
+
+    signal.signal(signal.SIGTERM, _on_term)
+    signal.signal(signal.SIGINT, _on_int)
     signal.signal(signal.SIGUSR1, _on_advance)
+    signal.signal(signal.SIGUSR2, _on_stall)
 
 
-def _wait(seconds: float, stop: threading.Event, advance: threading.Event) -> None:
-    """Wait seconds, or until stop or advance is set (advance is cleared for the next phase)."""
+def _drained(httpd: StandinHTTPServer, poll: float, stop: threading.Event) -> bool:
+    """SGLang's SIGTERM watchdog: it looks every poll seconds, and exits once no request is left."""
+    stop.wait(poll)
+    remaining = httpd.in_flight.value
+    log(f"Gracefully exiting... Remaining number of requests {remaining}.")
+    return remaining == 0 or stop.is_set()
+
+
+def _wait(seconds: float, done: Callable[[], bool], advance: threading.Event) -> None:
+    """Wait seconds, or until done() or advance is set (advance is cleared for the next phase)."""
     deadline = time.monotonic() + seconds
-    while not stop.is_set() and not advance.is_set() and time.monotonic() < deadline:
+    while not done() and not advance.is_set() and time.monotonic() < deadline:
         advance.wait(min(0.1, max(deadline - time.monotonic(), 0)))
     advance.clear()
 
@@ -65,13 +83,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         log(f"error: {exc}")
         return 2
-    state = ServerState(args, options.warmup_secs, options.token_delay_secs, options.waiting_timeout_secs)
+    state = ServerState(args, options.warmup_secs, options.token_delay_secs, options.waiting_timeout_secs,
+                        health_timeout_secs=options.health_timeout_secs)
     stop, advance = threading.Event(), threading.Event()
-    _install_signal_handlers(stop, advance)
+    _install_signal_handlers(state, stop, advance)
     # Loading the model: nothing listens yet, so connections are refused (as SGLang's are).
     log(f"loading the model for {options.load_secs}s: not listening yet")
-    _wait(options.load_secs, stop, advance)
-    if stop.is_set():
+    _wait(options.load_secs, lambda: stop.is_set() or state.exiting, advance)
+    if stop.is_set() or state.exiting:
         log("stopped while loading the model")
         return 0
     bootstrap: BootstrapServer | None = None
@@ -99,6 +118,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if advance.is_set():
             advance.clear()
             state.end_warmup()
+        if state.exiting and _drained(httpd, options.exit_poll_secs, stop):
+            break
     httpd.shutdown()  # stop accepting
     if bootstrap is not None:
         bootstrap.shutdown()

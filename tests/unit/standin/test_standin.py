@@ -59,6 +59,8 @@ def standin_env(warmup: float = 0.0, token_delay: float = 0.0, load: float = 0.0
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(STANDIN_DIR), env.get("PYTHONPATH", "")) if p)
     env["SGLANG_STANDIN_LOAD_SECS"] = str(load)
+    # SGLang's SIGTERM watchdog looks every 5 s; the tests' stand-ins look every 0.2 s.
+    env.setdefault("SGLANG_STANDIN_EXIT_POLL_SECS", "0.2")
     env["SGLANG_STANDIN_WARMUP_SECS"] = str(warmup)
     env["SGLANG_STANDIN_TOKEN_DELAY_SECS"] = str(token_delay)
     return env
@@ -438,6 +440,9 @@ def test_sigterm_finishes_in_flight_request_and_exits_0(start: Callable[..., Sta
         resp = busy.getresponse()
         assert resp.status == 200
         standin.proc.send_signal(signal.SIGTERM)
+        # As SGLang: health answers 503 from the SIGTERM on, while the request in flight is served.
+        wait_for(lambda: "received SIGTERM" in standin.log(), "the SIGTERM was taken")
+        assert standin.request("GET", "/health")[0] == 503
         payloads = sse_payloads(resp.read())
         # The idle keep-alive connection is closed only after this wait: had it held up the
         # shutdown, the wait would run out.
@@ -449,3 +454,29 @@ def test_sigterm_finishes_in_flight_request_and_exits_0(start: Callable[..., Sta
     assert json.loads(payloads[-2])["text"] == "standin reply from null: f e d c b a"
     assert "received SIGTERM" in standin.log()
     assert "stopped after serving 1 generation requests" in standin.log()
+
+
+def test_a_stalled_scheduler_fails_the_health_check_while_http_answers(
+    start: Callable[..., Standin], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SGLang's health check pushes one token through the scheduler and answers 503 when none came
+    # out within SGLANG_HEALTH_CHECK_TIMEOUT (20 s by default), whatever else still answers.
+    monkeypatch.setenv("SGLANG_HEALTH_CHECK_TIMEOUT", "1")
+    standin = start()
+    assert standin.request("GET", "/health_generate")[0] == 200
+    standin.proc.send_signal(signal.SIGUSR2)
+    wait_for(lambda: "scheduler stalled" in standin.log(), "the stall began")
+    assert standin.request("GET", "/health_generate")[0] == 503
+    assert standin.request("GET", "/health")[0] == 503
+    assert standin.json("GET", "/get_server_info")[0] == 200
+    assert "Health check failed. Server couldn't get a response from detokenizer for last 1 seconds." in standin.log()
+    standin.proc.send_signal(signal.SIGUSR2)
+    wait_for(lambda: "scheduler resumed" in standin.log(), "the stall ended")
+    assert standin.request("GET", "/health_generate")[0] == 200
+
+
+def test_a_decode_health_check_never_reaches_a_prefill(start: Callable[..., Standin]) -> None:
+    # SGLang 0.5.14 sends a PD server's health token with its fake bootstrap host: decode answers 200
+    # with no prefill anywhere (a broken PD path shows in requests through the router, not here).
+    decode = start("decode")
+    assert decode.request("GET", "/health_generate")[0] == 200

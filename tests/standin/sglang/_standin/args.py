@@ -26,6 +26,10 @@ ENV_TOKEN_DELAY = "SGLANG_STANDIN_TOKEN_DELAY_SECS"
 # for a request's KV cache from prefill. The stand-in waits that long for the bootstrap server.
 ENV_WAITING_TIMEOUT = "SGLANG_DISAGGREGATION_WAITING_TIMEOUT"
 WAITING_TIMEOUT_DEFAULT = 300.0
+# SGLang's own (http_server.py, 0.5.14): seconds a health check waits for its one token.
+ENV_HEALTH_TIMEOUT = "SGLANG_HEALTH_CHECK_TIMEOUT"
+# How often SGLang's SIGTERM watchdog looks (tokenizer_manager.py: asyncio.sleep(5)); tests shorten it.
+ENV_EXIT_POLL = "SGLANG_STANDIN_EXIT_POLL_SECS"
 _CONVERTERS = {"int": int, "float": float, "str": str}
 
 
@@ -37,6 +41,8 @@ class StandinOptions:
     token_delay_secs: float
     waiting_timeout_secs: float = WAITING_TIMEOUT_DEFAULT
     load_secs: float = 0.0
+    health_timeout_secs: float = 20.0
+    exit_poll_secs: float = 5.0
 
 
 def _switch_dest(flag: str, dest: str) -> str:
@@ -124,5 +130,7 @@ def parse_args(
         token_delay_secs=_env_seconds(parser, env, ENV_TOKEN_DELAY, 0.0),
         waiting_timeout_secs=_env_seconds(parser, env, ENV_WAITING_TIMEOUT, WAITING_TIMEOUT_DEFAULT),
         load_secs=_env_seconds(parser, env, ENV_LOAD, 2.0),
+        health_timeout_secs=_env_seconds(parser, env, ENV_HEALTH_TIMEOUT, 20.0),
+        exit_poll_secs=_env_seconds(parser, env, ENV_EXIT_POLL, 5.0),
     )
     return args, options

@@ -228,8 +228,22 @@ class StandinHandler(BaseHTTPRequestHandler):
     # --- endpoints -----------------------------------------------------------
 
     def _health(self) -> None:
-        """200 with an empty body after the warm-up, 503 before."""
-        self._send(200 if self.server.state.ready() else 503)
+        """GET /health and /health_generate, as SGLang 0.5.14 answers both (http_server.py).
+
+        503 while shutting down (SIGTERM) or starting (the warm-up); otherwise one token is
+        pushed through the scheduler (SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION is on by default):
+        200 once it comes out, 503 when none did within SGLANG_HEALTH_CHECK_TIMEOUT. In PD mode
+        that token uses SGLang's fake bootstrap host: the health check never reaches a peer.
+        """
+        state = self.server.state
+        if state.exiting or not state.ready():
+            self._send(503)
+            return
+        if state.one_token(state.health_timeout_secs):
+            self._send(200)
+            return
+        log(f"Health check failed. Server couldn't get a response from detokenizer for last {state.health_timeout_secs:g} seconds.")
+        self._send(503)
 
     def _model_info(self) -> None:
         """GET /get_model_info."""
@@ -271,6 +285,8 @@ class StandinHandler(BaseHTTPRequestHandler):
             return
         try:
             with self.server.in_flight:
+                # A stalled scheduler: the request waits (the client's timeout ends it), HTTP still answers.
+                state.one_token(None)
                 body = json.loads(raw or b"null")
                 if not isinstance(body, dict):
                     raise RequestError("the request body must be a JSON object")

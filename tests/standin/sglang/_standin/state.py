@@ -30,16 +30,37 @@ class ServerState:
     warmup_secs: float
     token_delay_secs: float
     waiting_timeout_secs: float = 300.0
+    # SGLang's SGLANG_HEALTH_CHECK_TIMEOUT (http_server.py, 0.5.14): how long a health check waits
+    # for its one token before it answers 503.
+    health_timeout_secs: float = 20.0
+    # SIGTERM: SGLang's gracefully_exit. Health answers 503; requests are still served until none is left.
+    exiting: bool = False
     ready_at: float = 0.0
     requests_served: int = 0
     bootstrap_connections: int = 0
     # Prefill: the bootstrap rooms of the requests received, shared with the bootstrap listener.
     rooms: RoomRegistry = field(default=PREFILL_ROOMS, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    # Set while the scheduler generates; cleared by the stall fault (SIGUSR2): HTTP still answers,
+    # no token comes out.
+    scheduler: threading.Event = field(default_factory=threading.Event, repr=False)
 
     def __post_init__(self) -> None:
         """Not ready until the server listens and its warm-up has passed (start_warmup)."""
         self.ready_at = float("inf")
+        self.scheduler.set()
+
+    def toggle_stall(self) -> bool:
+        """Stall the scheduler, or resume it; True when it is stalled now."""
+        if self.scheduler.is_set():
+            self.scheduler.clear()
+            return True
+        self.scheduler.set()
+        return False
+
+    def one_token(self, timeout: float | None) -> bool:
+        """Push one token through the scheduler: False when none came within timeout (stalled)."""
+        return self.scheduler.wait(timeout)
 
     def start_warmup(self) -> None:
         """Start the warm-up clock: the server listens now, and answers 503 until it has passed."""
