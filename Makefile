@@ -6,7 +6,7 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 # The images set-up builds (SGLANG_PD_BASE_IMAGE, SGLANG_PD_NODE_IMAGE), for molecule and pytest.
 $(foreach name,$(shell bash scripts/setup/image_names.sh),$(eval export $(name)))
 
-.PHONY: demo demo-down test setup checks lint build ee unit sanity molecule molecule-% bench clean
+.PHONY: demo demo-down test setup checks lint build ee unit sanity molecule molecule-% bench mutation clean
 
 setup:
 	bash scripts/setup/all.sh
@@ -61,6 +61,9 @@ molecule:
 
 molecule-%:  # one scenario: make molecule-hosts
 	molecule test -s $*
+
+mutation: setup  # not part of make test: mutation testing of the planning filters (docs/testing.md)
+	bash scripts/mutation.sh
 
 bench: setup  # each run appends a dated section to docs/benchmarks/results.md; docs/benchmarks.md indexes the current figures
 	python bench/bench_image_artifacts.py --repeat 5 --append docs/benchmarks/results.md

@@ -97,6 +97,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Mooncake's transfer engine starts (and logs the transport it chose, see
     # _standin/transport.py, SGLANG_STANDIN_TRANSPORT) before the server answers.
     print_engine_lines(state.mode, args.disaggregation_transfer_backend, args.disaggregation_ib_device)
+    # The warm-up starts as the ports start to listen (the HTTP server listens once it is built).
+    state.start_warmup()
     try:
         # Bootstrap first: once the HTTP port accepts connections, the whole server is up.
         if state.mode == "prefill":
@@ -107,7 +109,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     server_thread = threading.Thread(target=httpd.serve_forever, name="http", daemon=True)
     server_thread.start()
-    state.start_warmup()
     log(
         f"SGLang stand-in {__version__} (tests only) started: mode={state.mode} host={args.host} port={args.port}"
         + (f" bootstrap_port={args.disaggregation_bootstrap_port}" if bootstrap else "")

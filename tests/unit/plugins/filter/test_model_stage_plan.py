@@ -120,3 +120,17 @@ def test_a_concurrency_given_with_extra_vars_is_read():
 def test_a_string_instead_of_a_list_is_refused(hosts, holders):
     with pytest.raises(AnsibleFilterError, match="must be a list of host names"):
         model_stage_plan(hosts, holders)
+
+
+# Found by mutation testing (make mutation, docs/testing.md): every word of the refusals.
+@pytest.mark.parametrize("kwargs, message", [
+    ({"hosts": "n0", "holders": []}, "model_stage_plan: hosts must be a list of host names, got 'n0'"),
+    ({"hosts": ["n0"], "holders": "n1"}, "model_stage_plan: holders must be a list of host names, got 'n1'"),
+    ({"hosts": ["n0"], "holders": [], "peer_concurrency": 0},
+     "model_stage_plan: peer_concurrency = 0: write a whole number of at least 1 "
+     "(sglang_model_peer_concurrency: the downloads one source serves at a time)"),
+])
+def test_the_refusals_word_for_word(kwargs, message):
+    with pytest.raises(AnsibleFilterError) as refused:
+        model_stage_plan(**kwargs)
+    assert str(refused.value) == message

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.mindverse.sglang_pd.plugins.filter.upgrade_plan import batch_size, pd_upgrade_plan
+from ansible_collections.mindverse.sglang_pd.plugins.filter.upgrade_plan import FilterModule, batch_size, pd_upgrade_plan
 
 
 def fleet(prefill, decode):
@@ -72,3 +72,41 @@ def test_batch_size_follows_ansible_serial(serial, hosts, size):
 def test_batch_size_refuses_nonsense():
     with pytest.raises(AnsibleFilterError, match="write a number of hosts or a percentage"):
         batch_size("half", 4)
+
+
+# Found by mutation testing (make mutation, docs/testing.md): the order without HOSTS, and every
+# word of the messages an operator reads.
+
+def test_without_hosts_the_order_follows_sglang_pd():
+    groups = {"sglang_pd": ["d1", "p0", "d0"], "sglang_prefill": ["p0"], "sglang_decode": ["d0", "d1"]}
+    plan = pd_upgrade_plan(groups)
+    assert plan["canary"] == "d1" and plan["batches"] == [["d1"], ["p0"], ["d0"]]
+
+
+def test_without_sglang_pd_the_order_is_prefill_then_decode():
+    groups = {"sglang_prefill": ["p0", "p1"], "sglang_decode": ["d0", "d1"]}
+    assert pd_upgrade_plan(groups)["batches"] == [["d0"], ["p0"], ["p1"], ["d1"]]
+
+
+def test_the_messages_word_for_word():
+    with pytest.raises(AnsibleFilterError) as serial:
+        batch_size("half", 4)
+    assert str(serial.value) == "sglang_pd_serial = 'half': write a number of hosts or a percentage such as 50%"
+    with pytest.raises(AnsibleFilterError) as canary:
+        pd_upgrade_plan(fleet(["p0"], ["d0"]), canary="x0")
+    assert str(canary.value) == "sglang_pd_canary = 'x0': not a host of sglang_prefill or sglang_decode (write one of p0, d0)"
+    only = pd_upgrade_plan(fleet(["p0"], ["d0"]), hosts=["d0"])["problems"]
+    assert only == [
+        "the canary would take the fleet's only decode host, d0, out of the routers at once: every request would fail "
+        "until it is back, so mindverse.sglang_pd.rolling_upgrade refuses before anything moves. Add a second decode "
+        "host (mindverse.sglang_pd.scale_out) first, or accept the gap: mindverse.sglang_pd.rolling_upgrade "
+        "-e sglang_pd_allow_serving_gap=true"]
+    every = pd_upgrade_plan(fleet(["p0", "p1"], ["d0", "d1", "d2"]), serial="100%")["problems"]
+    assert every == [
+        "batch 1 (p0, p1) would take all 2 prefill hosts out of the routers at once: every request would fail until it "
+        "is back, so mindverse.sglang_pd.rolling_upgrade refuses before anything moves. Lower sglang_pd_serial, or "
+        "choose another sglang_pd_canary"]
+
+
+def test_the_filter_is_registered_by_its_name():
+    assert FilterModule().filters() == {"pd_upgrade_plan": pd_upgrade_plan}
