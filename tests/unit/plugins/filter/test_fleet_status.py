@@ -151,3 +151,68 @@ def test_the_plan_lists_every_worker_rank_and_each_router_with_the_serving_worke
         ("p0", "sglang-prefill", ["python"], "r/s@sha256:1"), ("d0", "sglang-decode", None, "r/s@sha256:1"),
         ("d0", "sglang-router", None, "r/s@sha256:1")]
     assert the_plan["routers"]["d0"]["prefill"] == [PREFILL] and the_plan["routers"]["d0"]["decode"] == [DECODE]
+
+
+# Found by mutation testing (make mutation, docs/testing.md): what decides drift and health.
+
+def test_a_node_with_no_live_record_is_unreachable_and_its_services_declared():
+    nodes = live(plan())
+    del nodes["p0"]
+    status = fs.fleet_status(plan(), nodes, routers_live())
+    p0 = [node for node in status["nodes"] if node["host"] == "p0"][0]
+    assert p0["reachable"] is False
+    assert [(row["name"], row["declared"], row["running"], row["problems"]) for row in p0["services"]] == [
+        ("sglang-prefill", True, None, ["node unreachable"])]
+    assert status["drift"] == [{"kind": "unreachable", "host": "p0", "service": None,
+                                "reason": "p0 did not answer: its services are not known"}]
+
+
+def test_a_live_record_without_reachable_counts_as_unreachable():
+    nodes = live(plan())
+    del nodes["p0"]["reachable"]
+    assert [d["kind"] for d in fs.fleet_status(plan(), nodes, routers_live())["drift"]] == ["unreachable"]
+
+
+def test_a_live_node_the_plan_does_not_name_is_reported():
+    nodes = live(plan())
+    nodes["x9"] = {"reachable": True, "services": [{"name": "sglang-decode", "mode": "decode", "image": IMAGE, "state": "running"}]}
+    status = fs.fleet_status(plan(), nodes, routers_live())
+    assert [node["host"] for node in status["nodes"]] == ["d0", "p0", "x9"]
+    assert [(d["kind"], d["host"]) for d in status["drift"]] == [("extra_service", "x9")]
+
+
+def test_the_rows_say_whether_a_service_is_declared_and_runs():
+    nodes = live(plan())
+    nodes["d0"]["services"].append({"name": "sglang-decode-9", "mode": "decode", "image": IMAGE, "state": "running"})
+    rows = {row["name"]: row for node in fs.fleet_status(plan(), nodes, routers_live())["nodes"] for row in node["services"]}
+    assert (rows["sglang-decode"]["declared"], rows["sglang-decode"]["running"]) == (True, True)
+    assert (rows["sglang-decode-9"]["declared"], rows["sglang-decode-9"]["running"]) == (False, True)
+
+
+def test_arguments_are_compared_only_when_both_sides_are_known():
+    nodes = live(plan())
+    nodes["d0"]["services"][0]["args"] = None  # docker inspect gave no command line
+    assert fs.fleet_status(plan(), nodes, routers_live())["drift"] == []
+
+
+def test_each_way_two_command_lines_differ_is_named():
+    argv = ["python", "-m", "sglang.launch_server"]
+    assert fs._argument_difference(argv, argv) is None  # pylint: disable=protected-access
+    assert fs._argument_difference(argv, ["python", "-m", "x"]) == "argument 2 is 'x', the inventory gives 'sglang.launch_server'"  # pylint: disable=protected-access
+    assert fs._argument_difference(argv, argv + ["--debug"]) == "it runs with extra arguments --debug"  # pylint: disable=protected-access
+    assert fs._argument_difference(argv + ["--a", "1"], argv) == "it runs without --a 1"  # pylint: disable=protected-access
+
+
+def test_a_router_that_did_not_answer_on_a_reachable_node_is_drift_and_the_routers_loop_goes_on():
+    the_plan = plan()
+    the_plan["routers"]["p0"] = {"url": "http://10.0.0.10:30000", "prefill": [PREFILL], "decode": [DECODE]}
+    status = fs.fleet_status(the_plan, live(the_plan), {"p0": {"prefill": [], "decode": [DECODE]}})
+    drift = status["drift"]
+    # Both modes are planned for a router that did not answer, and nothing is taken as registered.
+    assert [(r["host"], r["answered"], r["planned"], r["registered"]) for r in status["routers"]] == [
+        ("d0", False, {"prefill": [PREFILL], "decode": [DECODE]}, {}),
+        ("p0", True, {"prefill": [PREFILL], "decode": [DECODE]}, {"prefill": [], "decode": [DECODE]})]
+    # d0's router did not answer (no record): named; p0's answered and misses its prefill worker: named too.
+    assert [d["reason"] for d in drift] == [
+        "router on d0 did not list its workers",
+        "router on p0 does not route to the prefill worker " + PREFILL]
