@@ -13,7 +13,8 @@ Every request is one JSON line in --out: seq, start/end (epoch seconds), latency
 ok, status, error, connect_retries, ttft. Requests alternate between streaming (with
 stream_options.include_usage) and not. A request counts as failed unless the answer is a
 complete, well-formed completion: HTTP 200, content, and for streams the usage chunk and
-data: [DONE].
+data: [DONE]; with --expect-standin, the content must be the SGLang stand-in's deterministic
+reply to that request (a wrong server, or a mangled answer, fails).
 
 A request the router never accepted (TCP connection refused, or reset before the request
 was sent because the listening socket closed with the connection still queued, both as while
@@ -83,8 +84,23 @@ def chat_body(seq: int, model: str, stream: bool, max_tokens: int) -> dict[str, 
     return body
 
 
-def check_plain(status: int, raw: bytes) -> str | None:
-    """Problem with a non-streaming answer, or None."""
+def standin_reply(seq: int, mode: str, max_tokens: int) -> str:
+    """The answer the SGLang stand-in gives request SEQ from a MODE server (tests/standin: its
+    prefix, then the words of the message reversed, cut to MAX_TOKENS words)."""
+    words = ["standin", "reply", "from", f"{mode}:", *reversed(f"request {seq}: count one two three four".split())]
+    return " ".join(words[:max_tokens])
+
+
+def _content_problem(content: str, expected: str | None) -> str | None:
+    if not content:
+        return "empty content"
+    if expected is not None and content != expected:
+        return f"the answer is {content[:200]!r}, not {expected!r}"
+    return None
+
+
+def check_plain(status: int, raw: bytes, expected: str | None = None) -> str | None:
+    """Problem with a non-streaming answer (its content, when EXPECTED is given), or None."""
     if status != 200:
         return f"HTTP {status}: {raw[:200]!r}"
     try:
@@ -92,15 +108,15 @@ def check_plain(status: int, raw: bytes) -> str | None:
         content = data["choices"][0]["message"]["content"]
     except (ValueError, KeyError, IndexError, TypeError) as exc:
         return f"malformed completion ({exc}): {raw[:200]!r}"
-    if not content:
-        return "empty content"
+    if _content_problem(content, expected):
+        return _content_problem(content, expected)
     if not data.get("usage"):
         return "no usage"
     return None
 
 
-def check_stream(status: int, raw: bytes) -> str | None:
-    """Problem with a streamed answer, or None."""
+def check_stream(status: int, raw: bytes, expected: str | None = None) -> str | None:
+    """Problem with a streamed answer (its content, when EXPECTED is given), or None."""
     if status != 200:
         return f"HTTP {status}: {raw[:200]!r}"
     events = [block[len("data: "):] for block in raw.decode("utf-8", "replace").split("\n\n")
@@ -116,7 +132,7 @@ def check_stream(status: int, raw: bytes) -> str | None:
     content = "".join((c.get("choices") or [{}])[0].get("delta", {}).get("content") or "" for c in chunks[:-1])
     if not content:
         return "no content in the stream"
-    return None
+    return _content_problem(content, expected)
 
 
 def send(host: str, port: int, body: dict[str, Any], timeout: float,
@@ -213,7 +229,9 @@ class Generator:
         while True:
             try:
                 status, raw, ttft = send(self.host, self.port, body, self.args.timeout, self.api_key)
-                error = check_stream(status, raw) if stream else check_plain(status, raw)
+                expected = (standin_reply(seq, self.args.expect_standin, self.args.max_tokens)
+                            if self.args.expect_standin else None)
+                error = check_stream(status, raw, expected) if stream else check_plain(status, raw, expected)
                 break
             except Refused as exc:
                 if time.monotonic() - start >= self.args.connect_retry_secs:
@@ -369,6 +387,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     run.add_argument("--stop-file", help="stop (after in-flight requests) once this file exists")
     run.add_argument("--max-tokens", type=positive(int, 4096), default=8)
     run.add_argument("--timeout", type=positive(float, 600), default=30.0, help="seconds per request")
+    run.add_argument("--expect-standin", choices=["decode", "prefill", "null"],
+                     help="check each answer's text: the SGLang stand-in's reply from a server of this mode")
     run.add_argument("--connect-retry-secs", type=float, default=30.0,
                      help="resend a request refused at connect for this long (0: never)")
     phase = sub.add_parser("phase", help="record the start or end of a test phase")

@@ -166,7 +166,7 @@ def test_run_is_bounded_and_retries_refused_connections(tmp_path, standin_model_
         result = subprocess.run(
             [sys.executable, str(LOADGEN), "run", "--url", f"http://127.0.0.1:{port}", "--model", "glm-5.2-fp8",
              "--out", str(out), "--concurrency", "2", "--rate", "20", "--max-requests", "12", "--max-seconds", "20",
-             "--connect-retry-secs", "10"],
+             "--connect-retry-secs", "10", "--expect-standin", "null"],
             capture_output=True, text=True, timeout=60, check=True)
     finally:
         thread.join()
@@ -221,3 +221,16 @@ def test_send_carries_the_api_key_as_a_bearer_token():
     finally:
         server.shutdown()
     assert seen == ["Bearer k-123", None]
+
+
+def test_the_expected_text_is_the_standins_reply_and_a_wrong_one_fails(monkeypatch):
+    monkeypatch.syspath_prepend(str(HERE.parents[2] / "standin"))
+    from sglang._standin.replies import chat_reply  # pylint: disable=import-outside-toplevel
+    body = loadgen.chat_body(7, "m", False, 8)
+    assert loadgen.standin_reply(7, "decode", 8) == chat_reply("decode", body).text == "standin reply from decode: four three two one"
+    answer = json.dumps({"choices": [{"message": {"content": "standin reply from prefill: four three two one"}}],
+                         "usage": {"total_tokens": 1}}).encode()
+    assert loadgen.check_plain(200, answer, loadgen.standin_reply(7, "prefill", 8)) is None
+    assert "not 'standin reply from decode: four three two one'" in loadgen.check_plain(200, answer, loadgen.standin_reply(7, "decode", 8))
+    chunk = json.dumps({"choices": [{"index": 0, "delta": {"content": "standin reply from null: three"}}]})
+    assert "the answer is" in loadgen.check_stream(200, sse(chunk, USAGE, "[DONE]"), loadgen.standin_reply(7, "null", 8))
