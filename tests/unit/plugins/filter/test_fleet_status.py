@@ -197,10 +197,11 @@ def test_arguments_are_compared_only_when_both_sides_are_known():
 
 def test_each_way_two_command_lines_differ_is_named():
     argv = ["python", "-m", "sglang.launch_server"]
-    assert fs._argument_difference(argv, argv) is None  # pylint: disable=protected-access
-    assert fs._argument_difference(argv, ["python", "-m", "x"]) == "argument 2 is 'x', the inventory gives 'sglang.launch_server'"  # pylint: disable=protected-access
-    assert fs._argument_difference(argv, argv + ["--debug"]) == "it runs with extra arguments --debug"  # pylint: disable=protected-access
-    assert fs._argument_difference(argv + ["--a", "1"], argv) == "it runs without --a 1"  # pylint: disable=protected-access
+    difference = fs._argument_difference  # pylint: disable=protected-access
+    assert difference(argv, argv) is None
+    assert difference(argv, ["python", "-m", "x"]) == "argument 2 is 'x', the inventory gives 'sglang.launch_server'"
+    assert difference(argv, argv + ["--debug"]) == "it runs with extra arguments --debug"
+    assert difference(argv + ["--a", "1"], argv) == "it runs without --a 1"
 
 
 def test_a_router_that_did_not_answer_on_a_reachable_node_is_drift_and_the_routers_loop_goes_on():
