@@ -95,7 +95,7 @@ def markdown(results, runs, load_start, load_end, command):
         'Inventory: generated from `inventories/example-2p2d` (its group_vars): the first quarter of the hosts '
         'prefill (one worker, 8 GPUs), the rest decode with two workers each (GPUs 0-3 and 4-7, TP 4), the router on '
         'the first host. No playbook contacts a host. The preflight reads each host\'s variables once, builds the '
-        'plan once and runs every check in one filter call (`plugins/filter/pd_preflight.py`); the render writes every '
+        'plan once and runs every check in one action (`plugins/action/preflight.py`); the render writes every '
         'file from that plan in one `file_set` call. `bench/plan_digest.yml` hashes every host\'s variables and the '
         'collection\'s files once, as a no-op site.yml does (`playbooks/settled.yml`); its time is the whole playbook, '
         'Ansible\'s start and the inventory\'s reading included.', '',

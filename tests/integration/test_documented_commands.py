@@ -71,7 +71,7 @@ def _known_variables():
 
 def _removed_variables():
     with open(os.path.join(REPO, 'playbooks', 'vars', 'preflight.yml'), encoding='utf-8') as handle:
-        return set(yaml.safe_load(handle)['__sglang_pd_removed_variables'])
+        return set(yaml.safe_load(handle)['removed_variables'])
 
 
 def _extra_var_names(argv):

@@ -510,7 +510,8 @@ def test_valid_inventory_passes_and_is_checked_once_per_run(tmp_path):
     # Only the always-tagged preflight runs: nothing else is selected, no host is contacted.
     result = run(tmp_path, base(), cmdline=NOTHING_ELSE)
     assert result.rc == 0, result.stdout
-    assert result.count("Assert the router's options are valid and it is told every worker and bootstrap port") == 1
+    assert result.count('Run every inventory check on the controller') == 1
+    assert result.count('Assert the inventory passes every check') == 1
     assert result.count('Remember that this run\'s inventory passed') == 1
     assert not [e for e in result.task_events() if e['event'] == 'runner_on_unreachable']
     # Besides the preflight on localhost only controller-side actions run for the hosts: the roles'
@@ -579,7 +580,8 @@ def test_rolling_upgrade_of_a_one_prefill_fleet_refuses_before_anything_moves(tm
     # Only actions that run on the controller ran: nothing was pulled, stopped or restarted.
     actions = {e['event_data'].get('task_action') for e in result.task_events()}
     assert actions <= {'ansible.builtin.assert', 'ansible.builtin.set_fact', 'ansible.builtin.include_tasks',
-                       'ansible.builtin.validate_argument_spec', 'ansible.builtin.meta', 'ansible.builtin.debug'}, actions
+                       'ansible.builtin.validate_argument_spec', 'ansible.builtin.meta', 'ansible.builtin.debug',
+                       'mindverse.sglang_pd.preflight'}, actions
 
 
 def test_preflight_runs_under_limit(tmp_path):

@@ -15,6 +15,14 @@ if not os.path.exists(_LINK):
 
 if COLLECTIONS not in sys.path:
     sys.path.insert(0, COLLECTIONS)
+
+# Ansible's collection loader, before anything imports ansible_collections (as ansible-test's
+# unit tests do): Ansible's templar then finds the collection's filters (tests/unit/preflight_engine.py).
+from ansible.utils.collection_loader import AnsibleCollectionConfig  # noqa: E402  pylint: disable=wrong-import-position
+from ansible.utils.collection_loader._collection_finder import _AnsibleCollectionFinder  # noqa: E402  pylint: disable=wrong-import-position
+
+if AnsibleCollectionConfig.collection_finder is None:
+    _AnsibleCollectionFinder(paths=[COLLECTIONS])._install()
 # tests/image_names.py: the images set-up builds.
 if os.path.join(REPO, 'tests') not in sys.path:
     sys.path.insert(0, os.path.join(REPO, 'tests'))

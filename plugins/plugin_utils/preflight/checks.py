@@ -10,7 +10,6 @@ variable, its value, and what to write instead. An empty list means the check pa
 """
 from __future__ import annotations
 
-import ast
 import difflib
 import importlib
 import ipaddress
@@ -22,13 +21,14 @@ from collections import Counter
 from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
-from ansible.module_utils.parsing.convert_bool import BOOLEANS_FALSE, BOOLEANS_TRUE
 
 from ansible_collections.mindverse.sglang_pd.plugins.filter.firewall import pd_firewall
 from ansible_collections.mindverse.sglang_pd.plugins.module_utils._artifact_checks import (
     DIGEST_LENGTHS, MIN_PREFIX, ArtifactError, normalize_digest)
-from ansible_collections.mindverse.sglang_pd.plugins.filter.layout import image_reference
 from ansible_collections.mindverse.sglang_pd.plugins.module_utils._layout import VARIABLE_PREFIXES, repository_problem
+from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.inputs import type_problem
+from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.problems import (
+    merge_problems, show_value, suggest, variable_problem)
 from ansible_collections.mindverse.sglang_pd.plugins.filter.pd import (
     FIXED_WORKER_OPTIONS,
     MODES,
@@ -40,7 +40,6 @@ from ansible_collections.mindverse.sglang_pd.plugins.filter.pd import (
     pd_workers,
     resolve_service_address,
     router_launch,
-    volumes_holding,
     worker_launch,
 )
 
@@ -49,55 +48,17 @@ ROLE_PREFIXES = {"sglang_worker": "sglang_worker_", "sglang_router": "sglang_rou
 # A variable with one of these prefixes belongs to the collection: one that no role or
 # playbook takes is refused (a misspelt digest would otherwise deploy the old image).
 COLLECTION_PREFIXES = VARIABLE_PREFIXES
-# The strings Ansible's bool filter reads as a boolean: what a run switch typed as -e key=value may hold.
-SWITCH_STRINGS = frozenset(str(v).lower() for v in BOOLEANS_TRUE | BOOLEANS_FALSE if isinstance(v, str))
 DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 MD5_RE = re.compile(r"^[0-9a-f]{32}$")
 IB_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
 STRING_BOOLEANS = {"true", "false", "yes", "no", "on", "off", "1", "0", "y", "n"}
-UNRESOLVED = "<set on the host by a template>"
 # Connection variables the checks read besides the collection's own (service address, SSH port).
 SNAPSHOT_NAMES = ("ansible_host", "ansible_port")
 ALLOWLIST_MODULE = "ansible_collections.mindverse.sglang_pd.plugins.module_utils._sglang_flags_v{}"
 DEFAULT_SGLANG_VERSION = "0.5.14"
-_SIMPLE_TEMPLATE = re.compile(r"\{\{\s*([A-Za-z_]\w*)\s*(?:\|\s*(?:ansible\.builtin\.)?default\((.*?)\))?\s*\}\}")
-# ``{{ name [| default(literal)] | mindverse.sglang_pd.FILTER(other_name) }}`` with FILTER one of
-# the collection's pure filters below: role defaults built from other variables this way
-# (the image reference, the router's volumes) are computed as the host would compute them.
-_FILTER_TEMPLATE = re.compile(r"\{\{\s*([A-Za-z_]\w*)\s*(?:\|\s*(?:ansible\.builtin\.)?default\((.*?)\)\s*)?"
-                              r"\|\s*mindverse\.sglang_pd\.(\w+)\(\s*([A-Za-z_]\w*)\s*\)\s*\}\}")
-_DEFAULT_FILTERS = {"image_reference": image_reference, "volumes_holding": volumes_holding}
 
 
 # --------------------------------------------------------------------------- helpers
-
-def suggest(value, candidates):
-    """' (did you mean X?)' for the closest candidates, or ''."""
-    value = str(value)
-    candidates = [str(c) for c in candidates]
-    close = sorted(c for c in candidates if c.startswith(value) and c != value)[:2]
-    if not close:
-        close = difflib.get_close_matches(value, candidates, n=1, cutoff=0.5)
-    return f" (did you mean {' or '.join(close)}?)" if close else ""
-
-
-def _show(value):
-    """A value as the user would write it in YAML/JSON."""
-    if isinstance(value, str):
-        return json.dumps(value)
-    try:
-        return json.dumps(value, sort_keys=True, default=str)
-    except (TypeError, ValueError):
-        return repr(value)
-
-
-def _problem(host, variable, value, problem, fix):
-    field = str(variable).rsplit(".", 1)[-1]
-    # A mapping is shown as given: its callers redact the secret parts (control-plane keys).
-    secret = SECRET_NAME.search(field) and not isinstance(value, Mapping) and value not in (None, "")
-    shown = REDACTED if secret else _show(value)
-    return (host, f"{variable} = {shown}: {problem}; {fix}")
-
 
 def _plain(value):
     """VALUE as plain dicts and lists: a filter gets lazily templated containers, whose every
@@ -107,16 +68,6 @@ def _plain(value):
     if isinstance(value, (list, tuple)):
         return [_plain(item) for item in value]
     return value
-
-
-def merge_problems(problems):
-    """Merge (host, text) pairs with the same text into one line naming every host."""
-    merged = {}
-    for host, text in problems:
-        hosts = merged.setdefault(text, [])
-        if host not in hosts:
-            hosts.append(host)
-    return [f"{', '.join(hosts)}: {text}" for text, hosts in merged.items()]
 
 
 def _names(hostvars_one):
@@ -134,91 +85,6 @@ def _get(hostvars_one, name, errors, host, default=None):
     except Exception as exc:  # pylint: disable=broad-except
         errors.append((host, f"{name} cannot be evaluated: {exc}; fix the template or the variables it uses"))
         return default
-
-
-def _literal(text):
-    text = (text or "").strip()
-    if text in ("", "None", "none", "omit", "null"):
-        return None
-    if text in ("true", "True"):
-        return True
-    if text in ("false", "False"):
-        return False
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        return UNRESOLVED
-
-
-def _filtered_default(match, hostvars_one, names, resolved):
-    """The value of a ``{{ name | mindverse.sglang_pd.FILTER(other) }}`` default, or UNRESOLVED."""
-    name, fallback, filter_name, argument = match.groups()
-    function = _DEFAULT_FILTERS.get(filter_name)
-    if function is None:
-        return UNRESOLVED
-    values = []
-    for one, literal in ((name, fallback), (argument, None)):
-        if one in names:
-            values.append(hostvars_one.get(one))
-        elif one in resolved:
-            values.append(resolved[one])
-        elif literal is not None:
-            values.append(_literal(literal))
-        else:
-            return UNRESOLVED
-    if UNRESOLVED in [v for v in values if isinstance(v, str)]:
-        return UNRESOLVED
-    try:
-        return function(*values)
-    except Exception:  # pylint: disable=broad-except
-        return UNRESOLVED
-
-
-def evaluate_default(value, hostvars_one, names, resolved=None):
-    """A role default as the host would see it.
-
-    Defaults of the form ``{{ name }}`` and ``{{ name | default(literal) }}`` are
-    resolved against the host's inventory variables, and ``{{ name | mindverse.sglang_pd.FILTER(other) }}``
-    for the pure filters in _DEFAULT_FILTERS against them and the defaults ``resolved``
-    before it; other templates stay unresolved (the preflight does not need their value).
-    """
-    if isinstance(value, str) and "{{" in value:
-        filtered = _FILTER_TEMPLATE.fullmatch(value.strip())
-        if filtered:
-            return _filtered_default(filtered, hostvars_one, names, resolved or {})
-        match = _SIMPLE_TEMPLATE.fullmatch(value.strip())
-        if match:
-            name, fallback = match.group(1), match.group(2)
-            if name in names:
-                return hostvars_one.get(name)
-            return _literal(fallback) if fallback is not None else UNRESOLVED
-        if _SIMPLE_TEMPLATE.sub("", value).find("{{") == -1:
-            def _sub(found):
-                resolved = evaluate_default(found.group(0), hostvars_one, names)
-                return UNRESOLVED if resolved is None else str(resolved)
-            return _SIMPLE_TEMPLATE.sub(_sub, value)
-        return UNRESOLVED
-    if isinstance(value, Mapping):
-        return {k: evaluate_default(v, hostvars_one, names) for k, v in value.items()}
-    if isinstance(value, list):
-        return [evaluate_default(v, hostvars_one, names) for v in value]
-    return value
-
-
-def pd_role_vars(hostvars_one, defaults, prefix, errors=None, host=""):
-    """The role variables a host gets: inventory and extra vars over the role defaults."""
-    errors = [] if errors is None else errors
-    names = _names(hostvars_one)
-    result = {}
-    for key, value in (defaults or {}).items():
-        if key in names:
-            result[key] = _get(hostvars_one, key, errors, host)
-        else:
-            result[key] = evaluate_default(value, hostvars_one, names, result)
-    for key in names:
-        if key.startswith(prefix) and key not in result:
-            result[key] = _get(hostvars_one, key, errors, host)
-    return result
 
 
 class _Overlay(Mapping):
@@ -274,13 +140,14 @@ def pd_inventory(hostvars, hosts):
 
 # --------------------------------------------------------------------------- model
 
-def pd_model(groups, hostvars, defaults):
+def pd_model(groups, hostvars, role_variables):
     """Everything the roles would run, computed on the controller from inventory.
 
-    ``defaults`` maps role names (``sglang_worker``, ``sglang_router``) to the role's
-    defaults/main.yml as data. Returns a dict with ``hosts``, ``workers`` (all node
-    ranks, each with its ``launch``), ``routers`` and ``errors`` (problems found while
-    building: they are reported by pd_check_build).
+    ``role_variables(host, variables, role)`` returns ``(values, errors)``: the variables role
+    ``sglang_worker`` or ``sglang_router`` gets on the host, its defaults templated by Ansible
+    (``inputs.role_variables``). Returns a dict with ``hosts``, ``workers`` (all node ranks,
+    each with its ``launch``), ``routers`` and ``errors`` (problems found while building: they
+    are reported by pd_check_build).
     """
     errors = []
     model = {"hosts": {}, "workers": [], "routers": [], "errors": errors, "groups": {}}
@@ -301,8 +168,9 @@ def pd_model(groups, hostvars, defaults):
         info = {"address": address, "address_source": source, "address_problem": problem, "role_vars": {}}
         if problem:
             overrides[host] = {"sglang_pd_service_address": "unresolved.invalid"}
-        for role, prefix in ROLE_PREFIXES.items():
-            info["role_vars"][role] = pd_role_vars(one, defaults.get(role) or {}, prefix, errors, host)
+        for role in ROLE_PREFIXES:
+            info["role_vars"][role], found = role_variables(host, one, role)
+            errors.extend(found)
             # Where the service files are: the roles pass the sglang_service role's option on.
             info["role_vars"][role]["sglang_service_config_dir"] = _get(one, "sglang_service_config_dir", errors, host)
         model["hosts"][host] = info
@@ -372,48 +240,6 @@ def pd_check_groups(groups):
 
 # --------------------------------------------------------------------------- variables
 
-def _spec_type_problem(spec, value):
-    """What is wrong with value for an argument-spec option, or None."""
-    kind = spec.get("type", "raw")
-    if value is None:
-        return None
-    if kind == "bool":
-        if isinstance(value, str) and spec.get("switch"):
-            # A run switch is typed as -e key=value, always a string: what the bool filter reads is taken.
-            if value.strip().lower() in SWITCH_STRINGS:
-                return None
-            return "not a boolean (write true or false)"
-        if isinstance(value, str):
-            return "a string, not a boolean"
-        if not isinstance(value, bool):
-            return "not a boolean"
-    elif kind == "int":
-        if isinstance(value, bool) or isinstance(value, float):
-            return "not an integer"
-        if isinstance(value, str):
-            if not re.fullmatch(r"-?\d+", value.strip()):
-                return "not an integer"
-    elif kind == "float":
-        if isinstance(value, bool):
-            return "not a number"
-        try:
-            float(value)
-        except (TypeError, ValueError):
-            return "not a number"
-    elif kind == "list":
-        if not isinstance(value, (list, tuple)):
-            return "not a list"
-    elif kind == "dict":
-        if not isinstance(value, Mapping):
-            return "not a dict"
-    elif kind in ("str", "path"):
-        if isinstance(value, (list, Mapping)):
-            return f"a {'list' if isinstance(value, list) else 'dict'}, not a string"
-    if spec.get("choices") and value not in spec["choices"]:
-        return f"not one of {', '.join(str(c) for c in spec['choices'])}"
-    return None
-
-
 def _fix_for_type(name, spec, value):
     kind = spec.get("type", "raw")
     if kind == "bool" and spec.get("switch"):
@@ -441,12 +267,12 @@ def pd_check_variables(hostvars, hosts, specs, removed):
         names = _names(one)
         for name in required:
             if name not in names or _get(one, name, [], host) in (None, ""):
-                problems.append(_problem(host, name, None, "required, and not set",
-                                         f"set {name} for every PD host (group_vars/all); see docs/variables.md"))
+                problems.append(variable_problem(host, name, None, "required, and not set",
+                                                 f"set {name} for every PD host (group_vars/all); see docs/variables.md"))
         for name in sorted(names):
             if name in removed:
-                problems.append(_problem(host, name, _get(one, name, [], host), "this variable was removed or renamed",
-                                         f"write {removed[name]} instead"))
+                problems.append(variable_problem(host, name, _get(one, name, [], host), "this variable was removed or renamed",
+                                                 f"write {removed[name]} instead"))
                 continue
             if name.startswith(COLLECTION_PREFIXES) and name not in known:
                 hint = _role_variable_hint(name, known)
@@ -454,8 +280,8 @@ def pd_check_variables(hostvars, hosts, specs, removed):
                 # A misspelling of a secret's name is a secret too ("did you mean ..._password?").
                 if SECRET_NAME.search(hint) or (specs.get(hint.partition("did you mean ")[2].partition("?")[0]) or {}).get("no_log"):
                     value = REDACTED
-                problems.append(_problem(host, name, value, "no role or playbook of this collection "
-                                         "reads this variable", f"{hint}see docs/variables.md for the variables each role takes"))
+                problems.append(variable_problem(host, name, value, "no role or playbook of this collection "
+                                                 "reads this variable", f"{hint}see docs/variables.md for the variables each role takes"))
                 continue
             spec = specs.get(name)
             if spec is None:
@@ -465,16 +291,13 @@ def pd_check_variables(hostvars, hosts, specs, removed):
             if errors:
                 problems.extend(errors)
                 continue
-            issue = _spec_type_problem(spec, value)
-            if issue:
-                problems.append(_problem(host, name, value, issue, _fix_for_type(name, spec, value)))
-                continue
-            if spec.get("type") == "list" and spec.get("elements") and isinstance(value, (list, tuple)):
-                for index, item in enumerate(value):
-                    item_issue = _spec_type_problem({"type": spec["elements"]}, item)
-                    if item_issue:
-                        problems.append(_problem(host, f"{name}[{index}]", item, item_issue,
-                                                 _fix_for_type(f"{name}[{index}]", {"type": spec["elements"]}, item)))
+            found = type_problem(spec, value)
+            if found and found[1] is None:
+                problems.append(variable_problem(host, name, value, found[0], _fix_for_type(name, spec, value)))
+            elif found:
+                item, element_spec = value[found[1]], {"type": spec["elements"]}
+                problems.append(variable_problem(host, f"{name}[{found[1]}]", item, found[0],
+                                                 _fix_for_type(f"{name}[{found[1]}]", element_spec, item)))
     return merge_problems(problems)
 
 
@@ -505,47 +328,47 @@ def pd_check_worker_specs(hostvars, groups):
             if specs in (None, "", []):
                 continue
             if not isinstance(specs, list):
-                problems.append(_problem(host, name, specs, "not a list",
-                                         "write a list with one entry per worker, e.g. [{port: 30200, gpus: [0, 1, 2, 3]}]"))
+                problems.append(variable_problem(host, name, specs, "not a list",
+                                                 "write a list with one entry per worker, e.g. [{port: 30200, gpus: [0, 1, 2, 3]}]"))
                 continue
             group = _get(one, "sglang_pd_worker_group", problems, host)
             if group and len(specs) > 1:
-                problems.append(_problem(host, "sglang_pd_worker_group", group,
-                                         f"a host of a multi-node worker runs only that worker, but {name} lists {len(specs)}",
-                                         f"remove sglang_pd_worker_group, or give the host a single entry in {name}"))
+                problems.append(variable_problem(host, "sglang_pd_worker_group", group,
+                                                 f"a host of a multi-node worker runs only that worker, but {name} lists {len(specs)}",
+                                                 f"remove sglang_pd_worker_group, or give the host a single entry in {name}"))
             for index, spec in enumerate(specs):
                 variable = f"{name}[{index}]"
                 if not isinstance(spec, Mapping):
-                    problems.append(_problem(host, variable, spec, "not a dict",
-                                             "write {port: ..., gpus: [...]} (keys: " + ", ".join(WORKER_SPEC_KEYS) + ")"))
+                    problems.append(variable_problem(host, variable, spec, "not a dict",
+                                                     "write {port: ..., gpus: [...]} (keys: " + ", ".join(WORKER_SPEC_KEYS) + ")"))
                     continue
                 for key in spec:
                     if key not in WORKER_SPEC_KEYS:
                         close = difflib.get_close_matches(str(key), WORKER_SPEC_KEYS, n=1)
-                        problems.append(_problem(host, f"{variable}.{key}", spec[key], "not a worker key",
-                                                 (f"did you mean {close[0]}? " if close else "")
-                                                 + "the keys are " + ", ".join(WORKER_SPEC_KEYS)))
+                        problems.append(variable_problem(host, f"{variable}.{key}", spec[key], "not a worker key",
+                                                         (f"did you mean {close[0]}? " if close else "")
+                                                         + "the keys are " + ", ".join(WORKER_SPEC_KEYS)))
                 for key in ("port", "bootstrap_port"):
                     if key in spec and _port_problem(spec[key]):
-                        problems.append(_problem(host, f"{variable}.{key}", spec[key], _port_problem(spec[key]),
-                                                 "write a port number between 1024 and 65535"))
+                        problems.append(variable_problem(host, f"{variable}.{key}", spec[key], _port_problem(spec[key]),
+                                                         "write a port number between 1024 and 65535"))
                 if mode == "decode" and "bootstrap_port" in spec:
-                    problems.append(_problem(host, f"{variable}.bootstrap_port", spec["bootstrap_port"],
-                                             "the bootstrap server runs on prefill servers only",
-                                             "remove it (decode workers learn the port from the router)"))
+                    problems.append(variable_problem(host, f"{variable}.bootstrap_port", spec["bootstrap_port"],
+                                                     "the bootstrap server runs on prefill servers only",
+                                                     "remove it (decode workers learn the port from the router)"))
                 for key in ("args", "env"):
                     if key in spec and not isinstance(spec[key], Mapping):
-                        problems.append(_problem(host, f"{variable}.{key}", spec[key], "not a dict",
-                                                 "write snake_case options as a dict, e.g. {tp_size: 4}" if key == "args"
-                                                 else "write environment variables as a dict, e.g. {NCCL_DEBUG: INFO}"))
+                        problems.append(variable_problem(host, f"{variable}.{key}", spec[key], "not a dict",
+                                                         "write snake_case options as a dict, e.g. {tp_size: 4}" if key == "args"
+                                                         else "write environment variables as a dict, e.g. {NCCL_DEBUG: INFO}"))
                 if "name" in spec and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", str(spec["name"])):
-                    problems.append(_problem(host, f"{variable}.name", spec["name"], "not a valid service/container name",
-                                             "use letters, digits, '.', '_' and '-'"))
+                    problems.append(variable_problem(host, f"{variable}.name", spec["name"], "not a valid service/container name",
+                                                     "use letters, digits, '.', '_' and '-'"))
         for host in groups.get("sglang_" + mode) or []:
             for key in ("sglang_pd_%s_port" % mode, "sglang_pd_bootstrap_port", "sglang_pd_dist_init_port"):
                 value = _get(hostvars[host], key, problems, host)
                 if value is not None and _port_problem(value):
-                    problems.append(_problem(host, key, value, _port_problem(value), "write a port number between 1024 and 65535"))
+                    problems.append(variable_problem(host, key, value, _port_problem(value), "write a port number between 1024 and 65535"))
     return merge_problems(problems)
 
 
@@ -556,16 +379,16 @@ def pd_check_names(model):
     for worker in model["workers"]:
         key = (worker["host"], worker["name"])
         if key in seen:
-            problems.append(_problem(worker["host"], f"name of {worker['mode']} worker {worker['index']}", worker["name"],
-                                     f"the {seen[key]} on this host already has this name",
-                                     f"give it its own name in sglang_pd_{worker['mode']}_workers"))
+            problems.append(variable_problem(worker["host"], f"name of {worker['mode']} worker {worker['index']}", worker["name"],
+                                             f"the {seen[key]} on this host already has this name",
+                                             f"give it its own name in sglang_pd_{worker['mode']}_workers"))
         seen[key] = f"{worker['mode']} worker {worker['index']}"
     for router in model["routers"]:
         name = router["role_vars"].get("sglang_router_name")
         if (router["host"], name) in seen:
-            problems.append(_problem(router["host"], "sglang_router_name", name,
-                                     f"the {seen[(router['host'], name)]} on this host already has this name",
-                                     "write another sglang_router_name"))
+            problems.append(variable_problem(router["host"], "sglang_router_name", name,
+                                             f"the {seen[(router['host'], name)]} on this host already has this name",
+                                             "write another sglang_router_name"))
     return merge_problems(problems)
 
 
@@ -582,13 +405,13 @@ def pd_check_image(hostvars, hosts):
         repository = _get(one, "sglang_pd_image_repository", errors, host)
         problems.extend(errors)
         if not isinstance(digest, str) or not DIGEST_RE.match(digest):
-            problems.append(_problem(
+            problems.append(variable_problem(
                 host, "sglang_pd_image_digest", digest, "the image must be pinned by its full digest",
                 "write sha256: followed by all 64 hex characters (docker buildx imagetools inspect IMAGE, "
                 "or the RepoDigests of docker image inspect)"))
         grammar = repository_problem(repository) if isinstance(repository, str) and repository else "it is empty"
         if grammar:
-            problems.append(_problem(
+            problems.append(variable_problem(
                 host, "sglang_pd_image_repository", repository, f"not an image repository Docker takes: {grammar}",
                 "write the registry and repository only, e.g. myacr.azurecr.io/mindverse/sglang, and the digest "
                 "in sglang_pd_image_digest"))
@@ -598,30 +421,30 @@ def pd_check_image(hostvars, hosts):
             value = _get(one, name, problems, host)
             pattern = DIGEST_RE if name.endswith("_digest") else re.compile(r"^[^@\s]+@sha256:[0-9a-f]{64}$")
             if not isinstance(value, str) or not pattern.match(value):
-                problems.append(_problem(host, name, value, "not pinned by a full sha256 digest",
-                                         "write REPOSITORY@sha256:<64 hex characters>, or leave it unset so it "
-                                         "follows sglang_pd_image_repository and sglang_pd_image_digest"))
+                problems.append(variable_problem(host, name, value, "not pinned by a full sha256 digest",
+                                                 "write REPOSITORY@sha256:<64 hex characters>, or leave it unset so it "
+                                                 "follows sglang_pd_image_repository and sglang_pd_image_digest"))
         for name in sorted(names):
             if name.endswith("_md5"):
                 value = _get(one, name, problems, host)
                 # A build pin (the file is at hand where it is set): whole, as prebuilt_artifact takes it.
                 if value and (not isinstance(value, str) or not MD5_RE.match(value)):
-                    problems.append(_problem(host, name, value, "not a whole md5",
-                                             "write all 32 lowercase hex characters (md5sum FILE), not a prefix"))
+                    problems.append(variable_problem(host, name, value, "not a whole md5",
+                                                     "write all 32 lowercase hex characters (md5sum FILE), not a prefix"))
         for name in ("sglang_pd_image_artifacts", "sglang_image_artifacts"):
             if name not in names:
                 continue
             artifacts = _get(one, name, problems, host) or []
             if not isinstance(artifacts, list):
-                problems.append(_problem(host, name, artifacts, "not a list", "write a list of {path, md5 | sha256}"))
+                problems.append(variable_problem(host, name, artifacts, "not a list", "write a list of {path, md5 | sha256}"))
                 continue
             for index, item in enumerate(artifacts):
                 if not isinstance(item, Mapping):
                     continue
                 for key in ("md5", "sha256"):
                     if key in item and _digest_problem(item[key], key):
-                        problems.append(_problem(host, f"{name}[{index}].{key}", item[key], _digest_problem(item[key], key),
-                                                 _digest_fix(key, item.get("path", "FILE"))))
+                        problems.append(variable_problem(host, f"{name}[{index}].{key}", item[key], _digest_problem(item[key], key),
+                                                         _digest_fix(key, item.get("path", "FILE"))))
     return merge_problems(problems)
 
 
@@ -700,11 +523,11 @@ def _manifest_path_problems(host, path, cache):
         return []  # a value of the wrong type: pd_check_variables reports it
     expanded = os.path.expanduser(path)
     if not os.path.isabs(expanded):
-        return [_problem(host, "sglang_pd_model_manifest", path, "not an absolute path on the controller",
-                         "write an absolute path (or ~/...); an inventory can name its own folder with inventory_dir")]
+        return [variable_problem(host, "sglang_pd_model_manifest", path, "not an absolute path on the controller",
+                                 "write an absolute path (or ~/...); an inventory can name its own folder with inventory_dir")]
     if expanded not in cache:
         cache[expanded] = manifest_problems(expanded)
-    return [_problem(host, "sglang_pd_model_manifest", path, problem, fix) for problem, fix in cache[expanded]]
+    return [variable_problem(host, "sglang_pd_model_manifest", path, problem, fix) for problem, fix in cache[expanded]]
 
 
 def pd_check_model_weights(hostvars, hosts):
@@ -731,15 +554,15 @@ def _stage_problems(host, one, manifest, errors):
     """What sglang_pd_model_stage: true misses on a host (templating errors go to ERRORS)."""
     problems = []
     if manifest in (None, ""):
-        problems.append(_problem(host, "sglang_pd_model_manifest", manifest,
-                                 "sglang_pd_model_stage copies the files a manifest lists, and none is set",
-                                 "write sglang_pd_model_manifest (the controller path of the model's manifest, "
-                                 "see docs/model_weights.md), or sglang_pd_model_stage: false"))
+        problems.append(variable_problem(host, "sglang_pd_model_manifest", manifest,
+                                         "sglang_pd_model_stage copies the files a manifest lists, and none is set",
+                                         "write sglang_pd_model_manifest (the controller path of the model's manifest, "
+                                         "see docs/model_weights.md), or sglang_pd_model_stage: false"))
     if not _get(one, "sglang_pd_cluster_cidr", errors, host):
-        problems.append(_problem(host, "sglang_pd_cluster_cidr", None,
-                                 "sglang_pd_model_stage copies between nodes through a seed rsync daemon that "
-                                 "admits only the cluster network",
-                                 "set sglang_pd_cluster_cidr (e.g. 10.0.0.0/16) for every PD host"))
+        problems.append(variable_problem(host, "sglang_pd_cluster_cidr", None,
+                                         "sglang_pd_model_stage copies between nodes through a seed rsync daemon that "
+                                         "admits only the cluster network",
+                                         "set sglang_pd_cluster_cidr (e.g. 10.0.0.0/16) for every PD host"))
     return problems
 
 
@@ -761,11 +584,11 @@ def pd_check_reachability(model):
             loopback = False
         why = ("a server on a loopback address refuses every other node" if loopback
                else f"it would listen on {listen}, not on its service address {address}")
-        problems.append(_problem(worker["host"], _origin_of(worker["launch"], "host"), listen,
-                                 f"the routers and the decode workers reach {worker['mode']} worker {worker['name']} "
-                                 f"at {worker['url']}: {why}",
-                                 "leave the host unset (the service address, or every interface with "
-                                 "sglang_pd_listen_all: true)"))
+        problems.append(variable_problem(worker["host"], origin_of(worker["launch"], "host"), listen,
+                                         f"the routers and the decode workers reach {worker['mode']} worker {worker['name']} "
+                                         f"at {worker['url']}: {why}",
+                                         "leave the host unset (the service address, or every interface with "
+                                         "sglang_pd_listen_all: true)"))
     return merge_problems(problems)
 
 
@@ -790,43 +613,43 @@ def pd_check_addresses(model, hostvars):
         names = _names(one)
         source = info["address_source"]
         if info["address_problem"]:
-            problems.append(_problem(host, source, _get(one, source.split("[")[0], [], host), info["address_problem"],
-                                     "set sglang_pd_service_address, or list the host's addresses in sglang_pd_addresses "
-                                     "with one inside sglang_pd_cluster_cidr"))
+            problems.append(variable_problem(host, source, _get(one, source.split("[")[0], [], host), info["address_problem"],
+                                             "set sglang_pd_service_address, or list the host's addresses in sglang_pd_addresses "
+                                             "with one inside sglang_pd_cluster_cidr"))
             continue
         if "sglang_pd_addresses" in names:
             for candidate in _as_list(_get(one, "sglang_pd_addresses", problems, host)):
                 try:
                     ipaddress.ip_interface(str(candidate).strip())
                 except ValueError:
-                    problems.append(_problem(host, "sglang_pd_addresses", candidate, "not an IP address",
-                                             "list IP addresses (10.0.0.4 or 10.0.0.4/24)"))
+                    problems.append(variable_problem(host, "sglang_pd_addresses", candidate, "not an IP address",
+                                                     "list IP addresses (10.0.0.4 or 10.0.0.4/24)"))
         address = info["address"]
         try:
             ips = [ipaddress.ip_address(address)]
         except ValueError:
             resolved = _resolve(address, cache)
             if not resolved:
-                problems.append(_problem(host, source, address, "this name does not resolve on the controller",
-                                         "write the IP address other nodes reach this host at in sglang_pd_service_address"))
+                problems.append(variable_problem(host, source, address, "this name does not resolve on the controller",
+                                                 "write the IP address other nodes reach this host at in sglang_pd_service_address"))
                 continue
             ips = [ipaddress.ip_address(a.split("%")[0]) for a in resolved]
         if distinct and any(ip.is_loopback or ip.is_unspecified for ip in ips):
-            problems.append(_problem(host, source, address, "other nodes cannot reach a loopback or unspecified address "
-                                     "(the router gives prefill URLs to decode nodes)",
-                                     "write the host's cluster address in sglang_pd_service_address"))
+            problems.append(variable_problem(host, source, address, "other nodes cannot reach a loopback or unspecified address "
+                                             "(the router gives prefill URLs to decode nodes)",
+                                             "write the host's cluster address in sglang_pd_service_address"))
             continue
         cidr = _get(one, "sglang_pd_cluster_cidr", problems, host)
         if cidr:
             try:
                 network = ipaddress.ip_network(str(cidr), strict=False)
             except ValueError:
-                problems.append(_problem(host, "sglang_pd_cluster_cidr", cidr, "not a network",
-                                         "write a CIDR such as 10.0.0.0/16"))
+                problems.append(variable_problem(host, "sglang_pd_cluster_cidr", cidr, "not a network",
+                                                 "write a CIDR such as 10.0.0.0/16"))
                 continue
             if not any(ip in network for ip in ips):
-                problems.append(_problem(host, source, address, f"outside sglang_pd_cluster_cidr {cidr}",
-                                         f"write an address inside {cidr}, or correct sglang_pd_cluster_cidr"))
+                problems.append(variable_problem(host, source, address, f"outside sglang_pd_cluster_cidr {cidr}",
+                                                 f"write an address inside {cidr}, or correct sglang_pd_cluster_cidr"))
     return merge_problems(problems)
 
 
@@ -860,12 +683,12 @@ def pd_check_ports(model):
     def claim(host, address, port, what, variable):
         issue = _port_problem(port)
         if issue:
-            problems.append(_problem(host, variable, port, issue, "write a port number between 1024 and 65535"))
+            problems.append(variable_problem(host, variable, port, issue, "write a port number between 1024 and 65535"))
             return
         key = (address, int(port))
         if key in used:
             other_host, other_what = used[key]
-            problems.append(_problem(
+            problems.append(variable_problem(
                 host, variable, port,
                 f"port {port} on {address} is used by {what} and by {other_what} on {other_host}",
                 "give each service on a host its own port (workers: port / bootstrap_port in "
@@ -925,7 +748,7 @@ def pd_check_gpus(model, hostvars):
         try:
             gpus = parse_gpus(raw)
         except ValueError as exc:
-            problems.append(_problem(host, variable, raw, str(exc), 'write GPU ids as a list [0, 1, 2, 3] or a string "0,1,2,3"'))
+            problems.append(variable_problem(host, variable, raw, str(exc), 'write GPU ids as a list [0, 1, 2, 3] or a string "0,1,2,3"'))
             continue
         if worker["group"]:
             groups.setdefault((mode, worker["group"]), []).append(worker)
@@ -934,21 +757,21 @@ def pd_check_gpus(model, hostvars):
         ids = gpus if gpus is not None else list(range(per_host))
         bad = [g for g in ids if not 0 <= g < per_host]
         if bad:
-            problems.append(_problem(host, variable, raw, f"GPU ids {bad} do not exist on a host with sglang_pd_gpus_per_host {per_host}",
-                                     f"use ids 0 to {per_host - 1}, or correct sglang_pd_gpus_per_host"))
+            problems.append(variable_problem(host, variable, raw, f"GPU ids {bad} do not exist on a host with sglang_pd_gpus_per_host {per_host}",
+                                             f"use ids 0 to {per_host - 1}, or correct sglang_pd_gpus_per_host"))
             continue
         if len(set(ids)) != len(ids):
-            problems.append(_problem(host, variable, raw, "a GPU is listed twice", "list each GPU once"))
+            problems.append(variable_problem(host, variable, raw, "a GPU is listed twice", "list each GPU once"))
             continue
         if gpus and role_vars.get("sglang_worker_gpu_isolation") == "base_gpu_id" and ids != list(range(min(ids), min(ids) + len(ids))):
-            problems.append(_problem(host, variable, raw, "with sglang_worker_gpu_isolation base_gpu_id a worker needs consecutive GPUs",
-                                     "list consecutive ids (e.g. [4, 5, 6, 7]) or use sglang_worker_gpu_isolation: visible_devices"))
+            problems.append(variable_problem(host, variable, raw, "with sglang_worker_gpu_isolation base_gpu_id a worker needs consecutive GPUs",
+                                             "list consecutive ids (e.g. [4, 5, 6, 7]) or use sglang_worker_gpu_isolation: visible_devices"))
         for gpu in ids:
             other = by_host.setdefault(host, {}).get(gpu)
             if other:
-                problems.append(_problem(host, variable, raw if raw is not None else "all GPUs",
-                                         f"GPU {gpu} is also given to {other}",
-                                         "give each worker on a host its own GPUs with gpus in sglang_pd_<mode>_workers"))
+                problems.append(variable_problem(host, variable, raw if raw is not None else "all GPUs",
+                                                 f"GPU {gpu} is also given to {other}",
+                                                 "give each worker on a host its own GPUs with gpus in sglang_pd_<mode>_workers"))
                 break
             by_host[host][gpu] = f"{mode} worker {worker['name']}"
         options = worker["launch"]["options"]
@@ -956,8 +779,8 @@ def pd_check_gpus(model, hostvars):
         dp = _int_option(options, "dp_size", "data_parallel_size")
         pp = _int_option(options, "pp_size", "pipeline_parallel_size")
         if None in (tp, dp, pp):
-            problems.append(_problem(host, "sglang_worker_tp_size / dp_size / pp_size", [tp, dp, pp], "not integers",
-                                     "write whole numbers"))
+            problems.append(variable_problem(host, "sglang_worker_tp_size / dp_size / pp_size", [tp, dp, pp], "not integers",
+                                             "write whole numbers"))
             continue
         dp_attention = options.get("enable_dp_attention") is True
         world = tp * pp * (1 if dp_attention else dp)
@@ -967,27 +790,28 @@ def pd_check_gpus(model, hostvars):
             gets = f"{len(ids)} GPUs" + (f" ({', '.join(str(g) for g in ids)})" if gpus else f" (all of the host's, sglang_pd_gpus_per_host {per_host})")
             if worker["nnodes"] > 1:
                 gets += f" on each of {worker['nnodes']} nodes = {given}"
-            problems.append(_problem(
-                host, _origin_of(worker["launch"], "tp_size"), tp,
+            problems.append(variable_problem(
+                host, origin_of(worker["launch"], "tp_size"), tp,
                 f"the {mode} worker {worker['name']} needs {formula} = {world} GPUs but gets {gets}",
                 f"set tp_size (or dp_size / pp_size) so the product is {given}, or give the worker "
                 f"{world // max(worker['nnodes'], 1)} GPUs per node with gpus in sglang_pd_{mode}_workers"))
         if dp_attention and (dp > tp or tp % dp):
-            problems.append(_problem(host, "sglang_worker_dp_size", dp,
-                                     f"with enable_dp_attention dp_size must divide tp_size {tp}",
-                                     f"write a dp_size that divides {tp} (usually equal to it)"))
+            problems.append(variable_problem(host, "sglang_worker_dp_size", dp,
+                                             f"with enable_dp_attention dp_size must divide tp_size {tp}",
+                                             f"write a dp_size that divides {tp} (usually equal to it)"))
     for (mode, group), members in groups.items():
         first = members[0]
         for worker in members[1:]:
             for key in ("port", "bootstrap_port"):
                 if worker[key] != first[key]:
-                    problems.append(_problem(worker["host"], f"sglang_pd_{mode}_port" if key == "port" else "sglang_pd_bootstrap_port",
-                                             worker[key], f"the hosts of multi-node worker {group} must agree ({first['host']} has {first[key]})",
-                                             f"set the same value on every host of sglang_pd_worker_group {group}"))
+                    problems.append(variable_problem(worker["host"], f"sglang_pd_{mode}_port" if key == "port" else "sglang_pd_bootstrap_port",
+                                                     worker[key], f"the hosts of multi-node worker {group} must agree ({first['host']} has {first[key]})",
+                                                     f"set the same value on every host of sglang_pd_worker_group {group}"))
             if (worker["gpus"] and len(worker["gpus"])) != (first["gpus"] and len(first["gpus"])):
-                problems.append(_problem(worker["host"], f"sglang_pd_{mode}_workers", worker["gpus"],
-                                         f"the hosts of multi-node worker {group} must give it as many GPUs ({first['host']}: {first['gpus'] or 'all'})",
-                                         "give every host of the group the same number of GPUs"))
+                problems.append(variable_problem(worker["host"], f"sglang_pd_{mode}_workers", worker["gpus"],
+                                                 f"the hosts of multi-node worker {group} must give it as many GPUs "
+                                                 f"({first['host']}: {first['gpus'] or 'all'})",
+                                                 "give every host of the group the same number of GPUs"))
     return merge_problems(problems)
 
 
@@ -1005,7 +829,7 @@ def pd_check_ib_devices(model):
         role_vars = model["hosts"][host]["role_vars"]["sglang_worker"]
         value = worker.get("ib_device") or role_vars.get("sglang_worker_ib_device")
         variable = f"ib_device in sglang_pd_{mode}_workers" if worker.get("ib_device") else "sglang_worker_ib_device"
-        if value in (None, "", [], {}, "auto") or value == UNRESOLVED:
+        if value in (None, "", [], {}, "auto"):
             continue
         fix = ('write a list of device names such as [mlx5_ib0, mlx5_ib1], or a map of GPU id to devices such as '
                '{0: [mlx5_ib0], 1: [mlx5_ib1]}')
@@ -1013,20 +837,20 @@ def pd_check_ib_devices(model):
             try:
                 value = json.loads(value)
             except ValueError:
-                problems.append(_problem(host, variable, value, "not valid JSON", fix))
+                problems.append(variable_problem(host, variable, value, "not valid JSON", fix))
                 continue
         if isinstance(value, str):
             if value.startswith("/"):
                 if not value.endswith(".json"):
-                    problems.append(_problem(host, variable, value, "a path must name a JSON file of the per-GPU map", fix))
+                    problems.append(variable_problem(host, variable, value, "a path must name a JSON file of the per-GPU map", fix))
                 continue
             bad = _ib_name_problems([v.strip() for v in value.split(",")])
             if bad:
-                problems.append(_problem(host, variable, value, f"{', '.join(_show(b) for b in bad)} is not a device name", fix))
+                problems.append(variable_problem(host, variable, value, f"{', '.join(show_value(b) for b in bad)} is not a device name", fix))
         elif isinstance(value, (list, tuple)):
             bad = _ib_name_problems(list(value))
             if bad:
-                problems.append(_problem(host, variable, value, f"{', '.join(_show(b) for b in bad)} is not a device name", fix))
+                problems.append(variable_problem(host, variable, value, f"{', '.join(show_value(b) for b in bad)} is not a device name", fix))
         elif isinstance(value, Mapping):
             isolation = role_vars.get("sglang_worker_gpu_isolation")
             gpus = worker["gpus"]
@@ -1036,16 +860,16 @@ def pd_check_ib_devices(model):
                 valid = set(range(len(gpus) if gpus else worker["gpus_per_host"]))
             for gpu, devices in value.items():
                 if not str(gpu).isdigit() or int(gpu) not in valid:
-                    problems.append(_problem(host, variable, value, f"GPU {_show(gpu)} is not one of the worker's GPUs {sorted(valid)} "
-                                             "(keys are GPU ids as the worker sees them)", fix))
+                    problems.append(variable_problem(host, variable, value, f"GPU {show_value(gpu)} is not one of the worker's GPUs {sorted(valid)} "
+                                                     "(keys are GPU ids as the worker sees them)", fix))
                     break
                 names = devices if isinstance(devices, (list, tuple)) else str(devices).split(",")
                 bad = _ib_name_problems([n.strip() if isinstance(n, str) else n for n in names])
                 if bad:
-                    problems.append(_problem(host, variable, value, f"{', '.join(_show(b) for b in bad)} is not a device name", fix))
+                    problems.append(variable_problem(host, variable, value, f"{', '.join(show_value(b) for b in bad)} is not a device name", fix))
                     break
         else:
-            problems.append(_problem(host, variable, value, "neither a list, a map nor a string", fix))
+            problems.append(variable_problem(host, variable, value, "neither a list, a map nor a string", fix))
     return merge_problems(problems)
 
 
@@ -1088,10 +912,8 @@ def _extra_flags(extra):
     return table
 
 
-def _type_problem(value, kind):
+def flag_value_problem(value, kind):
     """Why VALUE is not of KIND (``int`` or ``float`` from a flag module's TYPES), or None."""
-    if UNRESOLVED in value:
-        return None
     try:
         number = float(value)
     except ValueError:
@@ -1158,7 +980,7 @@ def check_argv(argv, origins, flags, start=3, types=None, escape="sglang_pd_sgla
         kind_of_value = (types or {}).get(dest)
         if kind_of_value in ("int", "float") and not choices:
             for value in values:
-                problem = _type_problem(value, kind_of_value)
+                problem = flag_value_problem(value, kind_of_value)
                 if problem:
                     example = "8" if kind_of_value == "int" else "0.85"
                     problems.append((origin, flag, value, problem, f"write a {'whole ' if kind_of_value == 'int' else ''}"
@@ -1188,9 +1010,9 @@ def pd_check_flags(model, hostvars):
             tables[version] = load_flag_module(version)
         table = tables[version].FLAGS if tables[version] else None
         if table is None:
-            problems.append(_problem(host, "sglang_pd_sglang_version", version, "the collection ships no flag list for this version",
-                                     f"run python scripts/gen_sglang_allowlist.py --version {version} and ship the result, "
-                                     f"or write a shipped version such as {DEFAULT_SGLANG_VERSION}"))
+            problems.append(variable_problem(host, "sglang_pd_sglang_version", version, "the collection ships no flag list for this version",
+                                             f"run python scripts/gen_sglang_allowlist.py --version {version} and ship the result, "
+                                             f"or write a shipped version such as {DEFAULT_SGLANG_VERSION}"))
             continue
         extra = _get(one, "sglang_pd_sglang_extra_flags", problems, host) or []
         flags = dict(table)
@@ -1202,36 +1024,36 @@ def pd_check_flags(model, hostvars):
         launch = worker["launch"]
         for key in launch["options"]:
             if str(key).startswith("-"):
-                origin = _origin_of(launch, key)
-                problems.append(_problem(host, f"{origin}.{key}", launch["options"][key],
-                                         "an option's name is written as SGLang's ServerArgs field, not as its flag",
-                                         f"write {str(key).lstrip('-').replace('-', '_')} (the collection turns it into "
-                                         f"--{str(key).lstrip('-').replace('_', '-')})"))
+                origin = origin_of(launch, key)
+                problems.append(variable_problem(host, f"{origin}.{key}", launch["options"][key],
+                                                 "an option's name is written as SGLang's ServerArgs field, not as its flag",
+                                                 f"write {str(key).lstrip('-').replace('-', '_')} (the collection turns it into "
+                                                 f"--{str(key).lstrip('-').replace('_', '-')})"))
             elif key in FIXED_WORKER_OPTIONS:
-                origin = _origin_of(launch, key)
+                origin = origin_of(launch, key)
                 shown = REDACTED if SECRET_NAME.search(key) else launch["options"][key]
-                problems.append(_problem(host, origin, {key: shown},
-                                         f"{key} is set by the collection from the inventory",
-                                         f"remove it and set {FIXED_WORKER_OPTIONS[key]}"))
+                problems.append(variable_problem(host, origin, {key: shown},
+                                                 f"{key} is set by the collection from the inventory",
+                                                 f"remove it and set {FIXED_WORKER_OPTIONS[key]}"))
         if mode == "prefill" and launch["options"].get("disaggregation_transfer_backend") == "fake":
-            problems.append(_problem(host, _origin_of(launch, "disaggregation_transfer_backend"), "fake",
-                                     "SGLang refuses the fake transfer backend on prefill servers",
-                                     "write mooncake (default), nixl, mori or mooncake_tcp"))
+            problems.append(variable_problem(host, origin_of(launch, "disaggregation_transfer_backend"), "fake",
+                                             "SGLang refuses the fake transfer backend on prefill servers",
+                                             "write mooncake (default), nixl, mori or mooncake_tcp"))
         given = Counter(str(token).split("=", maxsplit=1)[0] for token in launch["argv"])
         for index in range(launch["options_start"], len(launch["argv"])):
             flag = str(launch["argv"][index]).split("=", maxsplit=1)[0]
             fixed = flag[2:].replace("-", "_") if flag.startswith("--") else ""
             # Given twice (the collection's and the extra one): check_argv below names both places.
             if fixed in FIXED_WORKER_OPTIONS and str(launch["origins"][index]).endswith("extra_args") and given[flag] == 1:
-                problems.append(_problem(host, launch["origins"][index], flag,
-                                         f"{flag} is set by the collection from the inventory (the router and the "
-                                         "other workers are told the same)",
-                                         f"remove it and set {FIXED_WORKER_OPTIONS[fixed]}"))
+                problems.append(variable_problem(host, launch["origins"][index], flag,
+                                                 f"{flag} is set by the collection from the inventory (the router and the "
+                                                 "other workers are told the same)",
+                                                 f"remove it and set {FIXED_WORKER_OPTIONS[fixed]}"))
             if flag.startswith("--") and SECRET_NAME.search(flag):
-                problems.append(_problem(host, launch["origins"][index], REDACTED,
-                                         f"{flag} on the command line ends up in the launch script, in ps and in logs",
-                                         "write sglang_worker_api_key / sglang_worker_admin_api_key instead (a root-only "
-                                         "file the worker reads in-process)"))
+                problems.append(variable_problem(host, launch["origins"][index], REDACTED,
+                                                 f"{flag} on the command line ends up in the launch script, in ps and in logs",
+                                                 "write sglang_worker_api_key / sglang_worker_admin_api_key instead (a root-only "
+                                                 "file the worker reads in-process)"))
         for origin, flag, value, problem, fix in check_argv(launch["argv"], launch["origins"], flags, launch["options_start"],
                                                             tables[version].TYPES):
             if flag.startswith("---"):
@@ -1244,7 +1066,7 @@ def pd_check_flags(model, hostvars):
     return merge_problems(problems)
 
 
-def _origin_of(launch, key):
+def origin_of(launch, key):
     """The variable an option of a worker came from."""
     origins = launch.get("option_origins") or {}
     if key in origins:
@@ -1258,7 +1080,7 @@ def _origin_of(launch, key):
 
 def option_variable(launch, key):
     """The variable an option of a worker came from, down to the key of an options map."""
-    origin = _origin_of(launch, key)
+    origin = origin_of(launch, key)
     return f"{origin}.{key}" if origin.endswith("_options") else origin
 
 
@@ -1273,10 +1095,10 @@ def pd_check_router(model):
         argv = worker["launch"]["argv"]
         given = [argv[i + 1] for i, t in enumerate(argv[:-1]) if t == "--disaggregation-bootstrap-port"]
         if given != [str(worker["bootstrap_port"])]:
-            problems.append(_problem(worker["host"], "sglang_worker_extra_args", given,
-                                     f"prefill worker {worker['name']} would listen for bootstrap on {given}, "
-                                     f"but the router is told {worker['bootstrap_port']}",
-                                     "set bootstrap ports only with sglang_pd_bootstrap_port or bootstrap_port in sglang_pd_prefill_workers"))
+            problems.append(variable_problem(worker["host"], "sglang_worker_extra_args", given,
+                                             f"prefill worker {worker['name']} would listen for bootstrap on {given}, "
+                                             f"but the router is told {worker['bootstrap_port']}",
+                                             "set bootstrap ports only with sglang_pd_bootstrap_port or bootstrap_port in sglang_pd_prefill_workers"))
     for router in model["routers"]:
         host, role_vars, launch = router["host"], router["role_vars"], router["launch"]
         prometheus = launch["options"].get("prometheus_host")
@@ -1285,50 +1107,50 @@ def pd_check_router(model):
                 ipaddress.ip_address(str(prometheus))
             except ValueError:
                 if role_vars.get("sglang_router_prometheus_host"):
-                    problems.append(_problem(host, "sglang_router_prometheus_host", prometheus, "not an IP address",
-                                             "write the IP address the metrics listen on"))
+                    problems.append(variable_problem(host, "sglang_router_prometheus_host", prometheus, "not an IP address",
+                                                     "write the IP address the metrics listen on"))
                 else:
-                    problems.append(_problem(host, "sglang_router_prometheus_host", None,
-                                             f"the metrics would listen on the service address {prometheus}, which is not an IP address",
-                                             "write sglang_router_prometheus_host (an IP address of this host; 0.0.0.0 exposes "
-                                             "them on every interface), or set sglang_pd_service_address to an IP"))
+                    problems.append(variable_problem(host, "sglang_router_prometheus_host", None,
+                                                     f"the metrics would listen on the service address {prometheus}, which is not an IP address",
+                                                     "write sglang_router_prometheus_host (an IP address of this host; 0.0.0.0 exposes "
+                                                     "them on every interface), or set sglang_pd_service_address to an IP"))
         if not str(role_vars.get("sglang_router_api_key") or "").strip() \
                 and role_vars.get("sglang_router_allow_unauthenticated") is not True:
-            problems.append(_problem(host, "sglang_router_api_key", "", "empty: anyone who reaches the router could send "
-                                     "requests and add or remove its workers (POST and DELETE /workers)",
-                                     "set sglang_router_api_key (from a vault or a lookup, never in plain text), or "
-                                     "sglang_router_allow_unauthenticated: true to run without a key knowingly"))
+            problems.append(variable_problem(host, "sglang_router_api_key", "", "empty: anyone who reaches the router could send "
+                                             "requests and add or remove its workers (POST and DELETE /workers)",
+                                             "set sglang_router_api_key (from a vault or a lookup, never in plain text), or "
+                                             "sglang_router_allow_unauthenticated: true to run without a key knowingly"))
         options = role_vars.get("sglang_router_options") or {}
         for key in ("api_key", "control_plane_api_keys"):
             if key in options:
-                problems.append(_problem(host, "sglang_router_options", {key: REDACTED},
-                                         "an API key given as an option ends up in the launch script and in logs",
-                                         f"write sglang_router_{key} instead (kept in a mode 0600 env file, never logged)"))
+                problems.append(variable_problem(host, "sglang_router_options", {key: REDACTED},
+                                                 "an API key given as an option ends up in the launch script and in logs",
+                                                 f"write sglang_router_{key} instead (kept in a mode 0600 env file, never logged)"))
         for token in role_vars.get("sglang_router_extra_args") or []:
             if str(token).split("=", maxsplit=1)[0] in ("--api-key", "--control-plane-api-keys"):
-                problems.append(_problem(host, "sglang_router_extra_args", REDACTED,
-                                         "an API key on the command line ends up in the launch script and in logs",
-                                         "write sglang_router_api_key / sglang_router_control_plane_api_keys instead"))
+                problems.append(variable_problem(host, "sglang_router_extra_args", REDACTED,
+                                                 "an API key on the command line ends up in the launch script and in logs",
+                                                 "write sglang_router_api_key / sglang_router_control_plane_api_keys instead"))
         keys = role_vars.get("sglang_router_control_plane_api_keys") or []
         if not isinstance(keys, list):
             keys = [keys]
         for index, key in enumerate(keys):
             shown = {k: (REDACTED if k == "key" else v) for k, v in key.items()} if isinstance(key, Mapping) else REDACTED
             if not isinstance(key, Mapping) or not all(str(key.get(k, "")).strip() for k in ("id", "name", "role", "key")):
-                problems.append(_problem(host, f"sglang_router_control_plane_api_keys[{index}]", shown,
-                                         "each key needs id, name, role and key",
-                                         "write {id: ops, name: Operations, role: admin, key: \"{{ vault_router_admin_key }}\"}"))
+                problems.append(variable_problem(host, f"sglang_router_control_plane_api_keys[{index}]", shown,
+                                                 "each key needs id, name, role and key",
+                                                 "write {id: ops, name: Operations, role: admin, key: \"{{ vault_router_admin_key }}\"}"))
             elif key["role"] not in ("admin", "user"):
-                problems.append(_problem(host, f"sglang_router_control_plane_api_keys[{index}].role", key["role"],
-                                         "not a control-plane role", "write admin or user"))
+                problems.append(variable_problem(host, f"sglang_router_control_plane_api_keys[{index}].role", key["role"],
+                                                 "not a control-plane role", "write admin or user"))
             elif any(":" in str(key[k]) for k in ("id", "name", "role", "key")):
-                problems.append(_problem(host, f"sglang_router_control_plane_api_keys[{index}]", shown,
-                                         "the router splits id:name:role:key on colons", "remove the colons"))
+                problems.append(variable_problem(host, f"sglang_router_control_plane_api_keys[{index}]", shown,
+                                                 "the router splits id:name:role:key on colons", "remove the colons"))
         if keys and first_admin_key(keys) is None:
-            problems.append(_problem(host, "sglang_router_control_plane_api_keys", REDACTED,
-                                     "with control-plane keys the router takes worker changes only from an admin key, "
-                                     "and the collection registers and removes workers with the first one",
-                                     "add a key with role admin"))
+            problems.append(variable_problem(host, "sglang_router_control_plane_api_keys", REDACTED,
+                                             "with control-plane keys the router takes worker changes only from an admin key, "
+                                             "and the collection registers and removes workers with the first one",
+                                             "add a key with role admin"))
         problems += _worker_key_problems(model, host, role_vars.get("sglang_router_api_key"))
         argv = " ".join(launch["workers_env"].values()).split()
         told = {}
@@ -1338,11 +1160,11 @@ def pd_check_router(model):
         listed_decodes = {argv[i + 1] for i, t in enumerate(argv[:-1]) if t == "--decode"}
         for url, worker in prefills.items():
             if told.get(url) != str(worker["bootstrap_port"]):
-                problems.append(_problem(host, "router --prefill", told.get(url), f"the router is not told prefill {url} "
-                                         f"with its bootstrap port {worker['bootstrap_port']}", "report this as a bug"))
+                problems.append(variable_problem(host, "router --prefill", told.get(url), f"the router is not told prefill {url} "
+                                                 f"with its bootstrap port {worker['bootstrap_port']}", "report this as a bug"))
         if set(decodes) != listed_decodes:
-            problems.append(_problem(host, "router --decode", sorted(listed_decodes), f"the router must list the decode workers {sorted(decodes)}",
-                                     "report this as a bug"))
+            problems.append(variable_problem(host, "router --decode", sorted(listed_decodes), f"the router must list the decode workers {sorted(decodes)}",
+                                             "report this as a bug"))
     return merge_problems(problems)
 
 
@@ -1358,12 +1180,12 @@ def pd_check_firewall(model, groups, hostvars):
             continue
         missing = [name for name in ("sglang_pd_cluster_cidr", "sglang_pd_client_cidrs") if not _get(one, name, problems, host)]
         for name in missing:
-            problems.append(_problem(host, name, None, "the firewall admits the service ports only from the cluster "
-                                     "network (worker, bootstrap, dist-init and metrics ports) and the router port only "
-                                     "from the client networks",
-                                     "set sglang_pd_cluster_cidr (e.g. 10.0.0.0/16) and sglang_pd_client_cidrs (e.g. "
-                                     "[10.1.0.0/16]) for every PD host, or sglang_firewall_enabled: false to leave "
-                                     "the ports to your own firewall"))
+            problems.append(variable_problem(host, name, None, "the firewall admits the service ports only from the cluster "
+                                             "network (worker, bootstrap, dist-init and metrics ports) and the router port only "
+                                             "from the client networks",
+                                             "set sglang_pd_cluster_cidr (e.g. 10.0.0.0/16) and sglang_pd_client_cidrs (e.g. "
+                                             "[10.1.0.0/16]) for every PD host, or sglang_firewall_enabled: false to leave "
+                                             "the ports to your own firewall"))
         if missing:
             continue
         if unbuildable:
@@ -1378,15 +1200,15 @@ def pd_check_firewall(model, groups, hostvars):
 def _worker_key_problems(model, router_host, router_key):
     """Each worker must want the router's key: the router forwards its clients' key to the workers."""
     problems = []
-    if not router_key or router_key == UNRESOLVED:
+    if not router_key:
         return problems
     for worker in model["workers"]:
         worker_key = model["hosts"][worker["host"]]["role_vars"]["sglang_worker"].get("sglang_worker_api_key")
-        if worker["serves_http"] and worker_key != UNRESOLVED and (worker_key or "") != router_key:
-            problems.append(_problem(worker["host"], "sglang_worker_api_key", worker_key,
-                                     f"not the key of the router on {router_host}: the router forwards its clients' "
-                                     "key to the workers, so a worker with another key refuses every request, "
-                                     "and one without a key serves anyone who reaches it",
-                                     "leave sglang_worker_api_key unset (it follows sglang_router_api_key) and set "
-                                     "sglang_router_api_key for every PD host (group_vars/all)"))
+        if worker["serves_http"] and (worker_key or "") != router_key:
+            problems.append(variable_problem(worker["host"], "sglang_worker_api_key", worker_key,
+                                             f"not the key of the router on {router_host}: the router forwards its clients' "
+                                             "key to the workers, so a worker with another key refuses every request, "
+                                             "and one without a key serves anyone who reaches it",
+                                             "leave sglang_worker_api_key unset (it follows sglang_router_api_key) and set "
+                                             "sglang_router_api_key for every PD host (group_vars/all)"))
     return problems

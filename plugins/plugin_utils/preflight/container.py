@@ -17,7 +17,7 @@ from collections.abc import Mapping
 
 from ansible_collections.mindverse.sglang_pd.plugins.filter.pd import WORKER_ENV_VARS
 from ansible_collections.mindverse.sglang_pd.plugins.module_utils._layout import endpoint_problem
-from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.checks import _problem, merge_problems
+from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.problems import merge_problems, variable_problem
 
 # Docker's size syntax (go-units RAMInBytes): a number and an optional unit.
 SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgGtTpP]?)[iI]?[bB]?\s*$")
@@ -43,19 +43,19 @@ def _env_problems(host, variable, env):
     if env is None:
         return problems
     if not isinstance(env, Mapping):
-        return [_problem(host, variable, env, "not a map of variable names to values", "write NAME: value pairs")]
+        return [variable_problem(host, variable, env, "not a map of variable names to values", "write NAME: value pairs")]
     for name, value in env.items():
         if value is not None and not isinstance(value, SCALARS):
-            problems.append(_problem(host, f"{variable}.{name}", value,
-                                     "an environment value must be a string or a number, not a list or a map",
-                                     'write one string, such as "a,b" (quote it)'))
+            problems.append(variable_problem(host, f"{variable}.{name}", value,
+                                             "an environment value must be a string or a number, not a list or a map",
+                                             'write one string, such as "a,b" (quote it)'))
         elif isinstance(value, str) and CONTROL.search(value):
-            problems.append(_problem(host, f"{variable}.{name}", value,
-                                     "holds a control character (a newline, tab or escape): the service's env file "
-                                     "holds one variable per line, so a newline cuts the value, and the others are "
-                                     "copy-paste slips a process reads as part of it",
-                                     "write the value on one line without control characters (a YAML block scalar "
-                                     "such as | or > ends in a newline: use a plain or quoted string)"))
+            problems.append(variable_problem(host, f"{variable}.{name}", value,
+                                             "holds a control character (a newline, tab or escape): the service's env file "
+                                             "holds one variable per line, so a newline cuts the value, and the others are "
+                                             "copy-paste slips a process reads as part of it",
+                                             "write the value on one line without control characters (a YAML block scalar "
+                                             "such as | or > ends in a newline: use a plain or quoted string)"))
     return problems
 
 
@@ -70,10 +70,10 @@ def _model_path_problems(host, worker_vars):
     if not isinstance(path, str) or "{{" in path or path.startswith("<"):
         return []
     if not path.startswith("/"):
-        return [_problem(host, "sglang_pd_model_path", path,
-                         "a relative path: SGLang would look for it in the container's working folder, or take it "
-                         "for a model hub name and try to download it",
-                         "write the absolute path of the model inside the worker containers, such as /models/glm-5.2-fp8")]
+        return [variable_problem(host, "sglang_pd_model_path", path,
+                                 "a relative path: SGLang would look for it in the container's working folder, or take it "
+                                 "for a model hub name and try to download it",
+                                 "write the absolute path of the model inside the worker containers, such as /models/glm-5.2-fp8")]
     binds = []
     for volume in worker_vars.get("sglang_worker_volumes") or []:
         parts = str(volume).split(":")
@@ -84,11 +84,11 @@ def _model_path_problems(host, worker_vars):
     for source, target in binds:
         if _within(path, source):
             inside = posixpath.join(target, posixpath.relpath(posixpath.normpath(path), posixpath.normpath(source)))
-            return [_problem(host, "sglang_pd_model_path", path,
-                             f"the host's folder: sglang_worker_volumes mounts {source} at {target}, so the "
-                             f"containers see it as {posixpath.normpath(inside)}",
-                             f"write {posixpath.normpath(inside)} (sglang_pd_model_path is the path inside the "
-                             "worker containers)")]
+            return [variable_problem(host, "sglang_pd_model_path", path,
+                                     f"the host's folder: sglang_worker_volumes mounts {source} at {target}, so the "
+                                     f"containers see it as {posixpath.normpath(inside)}",
+                                     f"write {posixpath.normpath(inside)} (sglang_pd_model_path is the path inside the "
+                                     "worker containers)")]
     return []
 
 
@@ -102,7 +102,7 @@ def pd_check_container(model):
         if size not in (None, ""):
             issue = _size_problem(size)
             if issue:
-                problems.append(_problem(host, "sglang_worker_shm_size", size, *issue))
+                problems.append(variable_problem(host, "sglang_worker_shm_size", size, *issue))
         for variable, role in ENV_VARIABLES:
             problems += _env_problems(host, variable, info["role_vars"][role].get(variable))
         if host in worker_hosts:
@@ -110,8 +110,8 @@ def pd_check_container(model):
             path = worker_vars.get("sglang_worker_health_path")
             issue = endpoint_problem(path) if isinstance(path, str) and path else ""
             if issue:
-                problems.append(_problem(host, "sglang_worker_health_path", path, issue,
-                                         "write the path alone, such as /health_generate"))
+                problems.append(variable_problem(host, "sglang_worker_health_path", path, issue,
+                                                 "write the path alone, such as /health_generate"))
     for worker in model["workers"]:
         problems += _env_problems(worker["host"], f"env of {worker['name']} in sglang_pd_{worker['mode']}_workers",
                                   worker.get("env"))

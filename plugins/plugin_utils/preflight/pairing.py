@@ -11,7 +11,8 @@ pinned release.
 """
 from __future__ import annotations
 
-from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.checks import _origin_of, _problem, _show, merge_problems, option_variable
+from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.checks import option_variable, origin_of
+from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.problems import merge_problems, show_value, variable_problem
 
 KV_CONNECTION = "sglang/srt/disaggregation/common/conn.py"
 KV_CLASSES = "sglang/srt/disaggregation/utils.py"
@@ -59,17 +60,17 @@ def _layout_problems(prefills, decodes):
         what = f"decode worker {worker['name']}"
         cp_size = _int(options, "attn_cp_size")
         if cp_size not in (None, 1):
-            problems.append(_problem(worker["host"], option_variable(launch, "attn_cp_size"), options["attn_cp_size"],
-                                     f"a decode worker receives the KV cache with context parallelism off ({what})"
-                                     + _cited("decode_attn_cp_size"),
-                                     "remove attn_cp_size from the decode options (context parallelism is for prefill)"))
+            problems.append(variable_problem(worker["host"], option_variable(launch, "attn_cp_size"), options["attn_cp_size"],
+                                             f"a decode worker receives the KV cache with context parallelism off ({what})"
+                                             + _cited("decode_attn_cp_size"),
+                                             "remove attn_cp_size from the decode options (context parallelism is for prefill)"))
         pp_size = _int(options, "pp_size")
         wrong = [size for size in prefill_pp if pp_size not in (1, size)]
         if pp_size is not None and wrong:
-            problems.append(_problem(worker["host"], option_variable(launch, "pp_size"), options.get("pp_size"),
-                                     f"a decode worker's pp_size must be 1 or the prefill's, and prefill runs "
-                                     f"pp_size {', '.join(str(s) for s in wrong)} ({what})" + _cited("decode_pp_size"),
-                                     "write pp_size: 1" + (f" or {wrong[0]}" if wrong[0] != 1 else "") + " for the decode workers"))
+            problems.append(variable_problem(worker["host"], option_variable(launch, "pp_size"), options.get("pp_size"),
+                                             f"a decode worker's pp_size must be 1 or the prefill's, and prefill runs "
+                                             f"pp_size {', '.join(str(s) for s in wrong)} ({what})" + _cited("decode_pp_size"),
+                                             "write pp_size: 1" + (f" or {wrong[0]}" if wrong[0] != 1 else "") + " for the decode workers"))
     return problems
 
 
@@ -81,11 +82,11 @@ def pd_check_pairing(model):
         seen = {}
         for worker in workers:
             value = worker["launch"]["options"].get(option)
-            seen.setdefault(_show(value), []).append(worker)
+            seen.setdefault(show_value(value), []).append(worker)
         if len(seen) < 2:
             continue
         described = "; ".join(
-            ", ".join(f"{w['host']} {w['mode']} worker {w['name']} ({_origin_of(w['launch'], option)})" for w in group)
+            ", ".join(f"{w['host']} {w['mode']} worker {w['name']} ({origin_of(w['launch'], option)})" for w in group)
             + f" use {shown}" for shown, group in sorted(seen.items(), key=lambda item: -len(item[1])))
         cited = _cited(option) if option in SOURCES else ""
         problems.append(f"{option}: prefill and decode workers must agree on {meaning}{cited}, but {described}; "

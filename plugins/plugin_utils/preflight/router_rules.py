@@ -19,8 +19,8 @@ from __future__ import annotations
 from functools import partial
 
 from ansible_collections.mindverse.sglang_pd.plugins.filter.pd import ROUTER_OPTION_VARS
-from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.checks import (
-    _problem, _type_problem, check_argv, merge_problems, suggest)
+from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.checks import check_argv, flag_value_problem
+from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.problems import merge_problems, suggest, variable_problem
 from ansible_collections.mindverse.sglang_pd.plugins.module_utils import (
     _sglang_router_flags_v0_3_2, _smg_router_flags_v1_13_0)
 from ansible_collections.mindverse.sglang_pd.plugins.module_utils._layout import endpoint_problem
@@ -110,8 +110,8 @@ def value_problem(option, value, flags):
             return (f"not a choice of the router ({flags.label})",
                     f"write one of {', '.join(choices)}{suggest(one, choices)}")
         kind_of_value = flags.types.get(dest)
-        if kind_of_value in ("int", "float") and (isinstance(one, bool) or _type_problem(str(one), kind_of_value)):
-            return (f"{_type_problem(str(one), kind_of_value) or 'a boolean, not a number'} ({flags.label})",
+        if kind_of_value in ("int", "float") and (isinstance(one, bool) or flag_value_problem(str(one), kind_of_value)):
+            return (f"{flag_value_problem(str(one), kind_of_value) or 'a boolean, not a number'} ({flags.label})",
                     f"write a {'whole ' if kind_of_value == 'int' else ''}number, unquoted and without units")
     return None
 
@@ -141,7 +141,7 @@ def _refusal(host, variable, value, check, flags):
     found = check(flags)
     if not found:
         return None
-    return _problem(host, variable, value, found[0], found[1] + taken_elsewhere(check, flags))
+    return variable_problem(host, variable, value, found[0], found[1] + taken_elsewhere(check, flags))
 
 
 def _refusals(host, checks, flags):
@@ -162,8 +162,8 @@ def _options_map_problems(host, role_vars, flags):
     for option, value in (role_vars.get("sglang_router_options") or {}).items():
         variable = f"sglang_router_options.{option}"
         if option in DEDICATED:
-            problems.append(_problem(host, variable, value, f"the collection sets --{option.replace('_', '-')} from "
-                                     f"{DEDICATED[option]}, and checks it there", f"write {DEDICATED[option]}: {value} instead"))
+            problems.append(variable_problem(host, variable, value, f"the collection sets --{option.replace('_', '-')} from "
+                                             f"{DEDICATED[option]}, and checks it there", f"write {DEDICATED[option]}: {value} instead"))
         elif option not in SECRET_OPTIONS:
             problems += _refusals(host, [(variable, value, partial(option_problem, option, value))], flags)
     return problems
@@ -176,13 +176,13 @@ def _extra_args_problems(host, role_vars, flags):
     for token in extra:
         option = token.split("=", maxsplit=1)[0][2:].replace("-", "_") if token.startswith("--") else ""
         if option in DEDICATED:
-            problems.append(_problem(host, "sglang_router_extra_args", token, f"the collection sets {token.split('=')[0]} "
-                                     f"from {DEDICATED[option]}, and checks it there",
-                                     f"remove it and write {DEDICATED[option]}"))
+            problems.append(variable_problem(host, "sglang_router_extra_args", token, f"the collection sets {token.split('=')[0]} "
+                                             f"from {DEDICATED[option]}, and checks it there",
+                                             f"remove it and write {DEDICATED[option]}"))
         elif option in FROM_INVENTORY:
-            problems.append(_problem(host, "sglang_router_extra_args", token,
-                                     f"the collection gives the router {FROM_INVENTORY[option]}",
-                                     "remove it: the workers come from the sglang_prefill and sglang_decode groups"))
+            problems.append(variable_problem(host, "sglang_router_extra_args", token,
+                                             f"the collection gives the router {FROM_INVENTORY[option]}",
+                                             "remove it: the workers come from the sglang_prefill and sglang_decode groups"))
     for _origin, flag, value, problem, fix in check_argv(extra, ["sglang_router_extra_args"] * len(extra),
                                                          flags.flags, 0, flags.types, None):
         if flag not in ("--api-key", "--control-plane-api-keys"):
@@ -197,7 +197,7 @@ def _endpoint_problems(host, role_vars):
         value = role_vars.get(variable)
         problem = endpoint_problem(value) if isinstance(value, str) and value else ""
         if problem:
-            problems.append(_problem(host, variable, value, problem, f"write the path alone, such as {example}"))
+            problems.append(variable_problem(host, variable, value, problem, f"write the path alone, such as {example}"))
     return problems
 
 

@@ -19,7 +19,8 @@ from types import SimpleNamespace
 from typing import Callable, NamedTuple
 
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.checks import (
-    _problem, _show, load_flag_module, merge_problems, option_variable, worker_sglang_version)
+    load_flag_module, option_variable, worker_sglang_version)
+from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.problems import merge_problems, show_value, variable_problem
 
 SOURCE = "sglang/srt/server_args.py"
 # The sha256 of the server_args.py the rules below were reviewed against: the test fails when
@@ -265,7 +266,7 @@ def pd_check_sglang_values(model, hostvars):
         launch, host = worker["launch"], worker["host"]
         what = f"{worker['mode']} worker {worker['name']}"
         for option, problem, fix in _collection_rules(launch["options"]):
-            problems.append(_problem(host, option_variable(launch, option), launch["options"][option], f"{problem} ({what})", fix))
+            problems.append(variable_problem(host, option_variable(launch, option), launch["options"][option], f"{problem} ({what})", fix))
         version = worker_sglang_version(hostvars[host])
         table = load_flag_module(version)
         if table is None or any(p[0] == "page_size" for p in _collection_rules(launch["options"])):
@@ -273,8 +274,8 @@ def pd_check_sglang_values(model, hostvars):
         args, given = server_args(launch["argv"], launch["options_start"], table)
         for rule in refused_rules(args):
             seen = ", ".join(
-                f"{option} = {_show(given[option][1])} ({launch['origins'][given[option][0]]})" if option in given
-                else f"{option} = {_show(getattr(args, option))} (SGLang's default)"
+                f"{option} = {show_value(given[option][1])} ({launch['origins'][given[option][0]]})" if option in given
+                else f"{option} = {show_value(getattr(args, option))} (SGLang's default)"
                 for option in rule.options())
             problems.append((host, f"{seen}: SGLang {version} refuses this {what}: {rule.says} "
                                    f"({SOURCE} ServerArgs.{rule.method}: {rule.asserts}); "

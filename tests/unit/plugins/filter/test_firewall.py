@@ -12,6 +12,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.mindverse.sglang_pd.plugins.filter import firewall
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight import checks
+from preflight_engine import resolver
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 with open(os.path.join(REPO, "roles", "sglang_router", "defaults", "main.yml"), encoding="utf-8") as _handle:
@@ -78,7 +79,7 @@ def test_what_the_firewall_refuses(overrides, message):
 
 def test_the_preflight_wants_the_networks_unless_the_firewall_is_off():
     groups, hostvars = fleet(d0={"sglang_pd_client_cidrs": None})
-    model = checks.pd_model(groups, hostvars, {})
+    model = checks.pd_model(groups, hostvars, resolver({}))
     problems = checks.pd_check_firewall(model, groups, hostvars)
     assert len(problems) == 1 and problems[0].startswith("d0: sglang_pd_client_cidrs = null: the firewall admits")
     hostvars["d0"]["sglang_firewall_enabled"] = False

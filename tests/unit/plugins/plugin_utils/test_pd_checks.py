@@ -7,26 +7,16 @@ The same checks run end to end through ansible-playbook in tests/integration/tes
 
 from __future__ import annotations
 
-import os
-
 import pytest
-import yaml
 
-from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight import checks
+from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight import checks, inputs
+from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.problems import merge_problems
+from preflight_engine import DEFAULTS, TEMPLAR, resolver, trusted
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 DIGEST = "sha256:" + "ab" * 32
+IMAGE = {"sglang_pd_image_repository": "registry.example.com/mindverse/sglang", "sglang_pd_image_digest": DIGEST}
 
 
-def _load(path):
-    with open(os.path.join(REPO, path), encoding="utf-8") as handle:
-        return yaml.safe_load(handle)
-
-
-DEFAULTS = {
-    "sglang_worker": _load("roles/sglang_worker/defaults/main.yml"),
-    "sglang_router": _load("roles/sglang_router/defaults/main.yml"),
-}
 ALLOWLIST = checks.load_allowlist("0.5.14")
 
 
@@ -45,7 +35,7 @@ def inventory(**host_overrides):
 
 
 def model_of(groups, hostvars):
-    return checks.pd_model(groups, hostvars, DEFAULTS)
+    return checks.pd_model(groups, hostvars, resolver())
 
 
 def all_problems(groups, hostvars):
@@ -61,32 +51,59 @@ def test_valid_inventory_passes_every_check():
     assert all_problems(*inventory()) == []
 
 
-@pytest.mark.parametrize("default, hostvars_one, expected", [
+@pytest.mark.parametrize("default, variables, expected", [
     ("{{ sglang_pd_model_path }}", {"sglang_pd_model_path": "/m"}, "/m"),
     ("{{ sglang_pd_router_port | default(30000) }}", {}, 30000),
     ("{{ sglang_pd_router_port | default(30000) }}", {"sglang_pd_router_port": 31000}, 31000),
     ("{{ sglang_pd_served_model_name | default(None) }}", {}, None),
     ("{{ a }}@{{ b }}", {"a": "repo", "b": "sha256:1"}, "repo@sha256:1"),
-    ("{{ a | upper }}", {"a": "x"}, checks.UNRESOLVED),
+    # Any template Ansible takes: the mini templating this replaced left these unresolved.
+    ("{{ a | upper }}", {"a": "x"}, "X"),
+    ("{{ [a, 1] | max }}", {"a": 3}, 3),
     ({"k": "{{ a }}"}, {"a": 1}, {"k": 1}),
     (8, {}, 8),
-    # The collection's pure filters are computed as the host computes them.
     ("{{ sglang_pd_image_repository | mindverse.sglang_pd.image_reference(sglang_pd_image_digest) }}",
      {"sglang_pd_image_repository": "r/s", "sglang_pd_image_digest": "sha256:" + "a" * 64}, "r/s@sha256:" + "a" * 64),
-    ("{{ sglang_pd_image_repository | mindverse.sglang_pd.image_reference(sglang_pd_image_digest) }}",
-     {"sglang_pd_image_repository": "r/s"}, checks.UNRESOLVED),
     ("{{ v | default([]) | mindverse.sglang_pd.volumes_holding(p) }}",
      {"v": ["/a:/models:ro", "/b:/root/.cache"], "p": "/models/glm"}, ["/a:/models:ro"]),
     ("{{ v | default([]) | mindverse.sglang_pd.volumes_holding(p) }}", {"p": "/models/glm"}, []),
-    ("{{ a | mindverse.sglang_pd.unknown_filter(b) }}", {"a": 1, "b": 2}, checks.UNRESOLVED),
 ])
-def test_evaluate_default(default, hostvars_one, expected):
-    assert checks.evaluate_default(default, hostvars_one, set(hostvars_one)) == expected
+def test_a_default_is_what_ansible_makes_of_it(default, variables, expected):
+    values, errors = inputs.role_variables(TEMPLAR, variables, {"x_value": trusted(default)}, "x_", "h")
+    assert errors == []
+    assert values["x_value"] == expected
+
+
+@pytest.mark.parametrize("default, variables, message", [
+    ("{{ sglang_pd_image_repository | mindverse.sglang_pd.image_reference(sglang_pd_image_digest) }}",
+     {"sglang_pd_image_repository": "r/s"}, "sglang_pd_image_digest"),
+    ("{{ a | mindverse.sglang_pd.unknown_filter(b) }}", {"a": 1, "b": 2}, "unknown_filter"),
+])
+def test_a_default_that_cannot_be_templated_is_named_with_its_cause(default, variables, message):
+    values, errors = inputs.role_variables(TEMPLAR, variables, {"x_value": trusted(default)}, "x_", "h")
+    assert "x_value" not in values
+    assert len(errors) == 1 and errors[0][0] == "h"
+    assert errors[0][1].startswith("x_value cannot be evaluated: ") and message in errors[0][1], errors
+
+
+def test_hosts_share_a_templated_default_only_when_it_reads_the_same_values():
+    cache, seen = {}, {}
+    for host, path, volumes in (("a", "/models/a", ["/n:/models:ro"]), ("b", "/models/b", ["/n:/models:ro"]),
+                                ("c", "/models/a", ["/m:/models:ro", "/c:/root/.cache"]), ("d", "/models/a", ["/n:/models:ro"])):
+        values, errors = inputs.role_variables(
+            TEMPLAR, dict(IMAGE, sglang_pd_model_path=path, sglang_worker_volumes=volumes),
+            DEFAULTS["sglang_router"], "sglang_router_", host, cache)
+        assert errors == []
+        seen[host] = (values["sglang_router_tokenizer_path"], values["sglang_router_volumes"])
+    assert seen == {"a": ("/models/a", ["/n:/models:ro"]), "b": ("/models/b", ["/n:/models:ro"]),
+                    "c": ("/models/a", ["/m:/models:ro"]), "d": ("/models/a", ["/n:/models:ro"])}
 
 
 def test_role_vars_take_inventory_over_defaults():
-    values = checks.pd_role_vars({"sglang_worker_tp_size": 4, "sglang_worker_typo": 1, "sglang_pd_model_path": "/m"},
-                                 DEFAULTS["sglang_worker"], "sglang_worker_")
+    values, errors = inputs.role_variables(
+        TEMPLAR, dict(IMAGE, sglang_worker_tp_size=4, sglang_worker_typo=1, sglang_pd_model_path="/m"),
+        DEFAULTS["sglang_worker"], "sglang_worker_", "h")
+    assert errors == []
     assert values["sglang_worker_tp_size"] == 4
     assert values["sglang_worker_model_path"] == "/m"
     assert values["sglang_worker_typo"] == 1
@@ -94,9 +111,11 @@ def test_role_vars_take_inventory_over_defaults():
 
 
 def test_router_volumes_follow_the_tokenizer_default_resolved_before_them():
-    values = checks.pd_role_vars({"sglang_pd_model_path": "/models/glm",
-                                  "sglang_worker_volumes": ["/nvme/models:/models:ro", "/nvme/cache:/root/.cache"]},
-                                 DEFAULTS["sglang_router"], "sglang_router_")
+    values, errors = inputs.role_variables(
+        TEMPLAR, dict(IMAGE, sglang_pd_model_path="/models/glm",
+                      sglang_worker_volumes=["/nvme/models:/models:ro", "/nvme/cache:/root/.cache"]),
+        DEFAULTS["sglang_router"], "sglang_router_", "h")
+    assert errors == []
     assert values["sglang_router_tokenizer_path"] == "/models/glm"
     assert values["sglang_router_volumes"] == ["/nvme/models:/models:ro"]
 
@@ -139,7 +158,7 @@ def test_unknown_sglang_version_is_refused():
 
 
 def test_problems_on_several_hosts_are_merged():
-    assert checks.merge_problems([("a", "x"), ("b", "x"), ("a", "y")]) == ["a, b: x", "a: y"]
+    assert merge_problems([("a", "x"), ("b", "x"), ("a", "y")]) == ["a, b: x", "a: y"]
 
 
 def test_variables_check_types_from_specs():
@@ -154,6 +173,29 @@ def test_variables_check_types_from_specs():
     assert "(did you mean fp8_e4m3?)" in text
     assert "sglang_worker_tpsize = 8: no role or playbook of this collection reads this variable; did you mean sglang_worker_tp_size?" in text
     assert "write sglang_worker_extra_env instead" in text
+
+
+@pytest.mark.parametrize("spec, value, expected", [
+    # What Ansible's ArgumentSpecValidator refuses.
+    ({"type": "int"}, "eight", ("not an integer", None)),
+    ({"type": "int"}, "8", None),
+    ({"type": "float"}, "fast", ("not a number", None)),
+    ({"type": "float"}, 0.5, None),
+    ({"type": "bool", "switch": True}, "maybe", ("not a boolean (write true or false)", None)),
+    ({"type": "bool", "switch": True}, "yes", None),
+    ({"type": "str", "choices": ["auto", "fp8_e4m3"]}, "fp8", ("not one of auto, fp8_e4m3", None)),
+    ({"type": "list", "elements": "int"}, [1, 2, "three"], ("not an integer", 2)),
+    ({"type": "dict"}, {"a": 1}, None),
+    # What it would convert and a role would misread: refused before it.
+    ({"type": "bool"}, "false", ("a string, not a boolean", None)),
+    ({"type": "list"}, "a,b", ("not a list", None)),
+    ({"type": "dict"}, "a=1", ("not a dict", None)),
+    ({"type": "str"}, ["a"], ("a list, not a string", None)),
+    ({"type": "path"}, {"a": 1}, ("a dict, not a string", None)),
+    ({"type": "str"}, None, None),
+])
+def test_a_value_is_checked_against_its_option_as_ansible_checks_it(spec, value, expected):
+    assert inputs.type_problem(spec, value) == expected
 
 
 def test_worker_group_with_several_workers_is_refused():

@@ -1,19 +1,22 @@
 # Copyright: mindverse
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Every preflight check in one pass on the controller (playbooks/preflight.yml).
+"""Every preflight check in one pass on the controller (the ``preflight`` action, playbooks/preflight.yml).
 
-Each check of ``plugin_utils/preflight`` is a function of plain data. Called one task
-at a time, each would read the inventory again through ``hostvars`` (every lookup merges a
-host's whole inventory) and walk the plan through lazily templated containers: seconds per
-check at 1,000 hosts. ``pd_preflight`` reads each host's variables once (``pd_inventory``),
-builds the plan once (``pd_model``) and runs the checks in the order the preflight reports
-them, stopping at the first that finds a problem; the assert tasks then only read its result.
+Each check of ``plugin_utils/preflight`` is a function of plain data. ``run_checks`` reads each
+host's variables once (``pd_inventory``: every ``hostvars`` lookup merges a host's whole
+inventory again), resolves what each role gets with Ansible's templar (``inputs``), builds the
+plan once (``pd_model``) and runs the checks in the order of ``CHECKS``, stopping at the first
+that finds a problem.
 """
 from __future__ import annotations
 
+from collections import ChainMap
+
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.container import pd_check_container
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.pairing import pd_check_pairing
+from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.inputs import role_variables
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.checks import (
+    PD_GROUPS,
     pd_check_addresses,
     pd_check_build,
     pd_check_firewall,
@@ -69,39 +72,66 @@ def _plan_checks(run):
 
 
 CHECKS = tuple(name for name, _check in _inventory_checks({}) + _plan_checks({"model": None, "hosts": None}))
+# What each check asserts: the first line of the preflight's message when it fails.
+TITLES = {
+    "evaluation": "every variable of the PD hosts can be evaluated",
+    "groups": "every PD group has hosts",
+    "variables": "no removed, unknown or mistyped variables (booleans are not strings)",
+    "worker_specs": "the workers of each host are well formed",
+    "image": "the image is pinned by a full digest and checksums are whole",
+    "model_weights": "model staging has a manifest and a cluster network, and the manifest is whole",
+    "build": "every variable could be evaluated and every command built",
+    "names": "the services of each host have distinct names",
+    "container": "Docker sizes have units and environment values are strings or numbers",
+    "addresses": "service addresses are valid, reachable by other nodes and in the cluster CIDR",
+    "reachability": "every worker listens where the routers and the other workers reach it",
+    "ports": "no two services share a port on one address",
+    "gpus": "each worker gets the GPUs its parallelism needs, and no GPU twice",
+    "ib_devices": "InfiniBand device names are well formed",
+    "flags": "every worker flag exists in the pinned SGLang release with a valid value",
+    "sglang_values": "every worker's values pass the rules SGLang asserts at start",
+    "pairing": "prefill and decode workers agree on what the KV transfer needs",
+    "router": "the router's options are valid and it is told every worker and bootstrap port",
+    "firewall": "the firewall knows the cluster and client networks",
+}
 
 
-def pd_preflight(hostvars, groups, pd_hosts, defaults, specs, removed):
+def run_checks(templar, hostvars, groups, sources):
     """Run every check; return ``{"problems": {check: [...]}, "model": plan or None, "failed": check or None}``.
 
-    ``pd_hosts`` are the hosts of the PD groups; ``defaults`` the worker and router roles'
-    defaults as data; ``specs`` every option the collection takes; ``removed`` the removed
-    variables and what to write instead. Checks run in the order of ``CHECKS`` and stop at the
-    first with problems (later checks assume what earlier ones assert), so ``problems`` holds
-    the checks that ran. The plan (``pd_model``) holds API keys: keep the result out of logs.
+    TEMPLAR is Ansible's (the action's); SOURCES holds ``defaults`` (the worker and router roles'
+    defaults, loaded as trusted templates), ``specs`` (every option the collection takes) and
+    ``removed`` (removed variables and what to write instead). Checks run in the order of
+    ``CHECKS`` and stop at the first with problems (later checks rely on what earlier ones
+    refuse), so ``problems`` holds the checks that ran. The plan (``pd_model``) holds API keys:
+    keep the result out of logs.
     """
     groups = {name: list(members or []) for name, members in (groups or {}).items()}
-    pd_hosts = list(pd_hosts or [])
+    pd_hosts = []
+    for name in PD_GROUPS:
+        pd_hosts.extend(host for host in groups.get(name, []) if host not in pd_hosts)
     inventory = pd_inventory(hostvars, pd_hosts)
+    defaults = sources.get("defaults") or {}
+    cache = {}
+
+    def resolve(host, variables, role):
+        # The snapshot holds every variable of the collection (all that the roles' defaults read),
+        # each templated once; the templar takes plain mappings, not hostvars' lazy ones.
+        scope = ChainMap(variables, {"inventory_hostname": host})
+        return role_variables(templar, scope, defaults.get(role) or {}, role + "_", host, cache)
+
     run = {"inventory": inventory, "hosts": inventory["hosts"], "groups": groups, "pd_hosts": pd_hosts,
-           "specs": dict(specs or {}), "removed": dict(removed or {}), "model": None}
+           "specs": dict(sources.get("specs") or {}), "removed": dict(sources.get("removed") or {}), "model": None}
     result = {"problems": {}, "model": None, "failed": None}
     for name, check in _inventory_checks(run):
         result["problems"][name] = list(check())
         if result["problems"][name]:
             result["failed"] = name
             return result
-    run["model"] = result["model"] = pd_model(groups, run["hosts"], defaults)
+    run["model"] = result["model"] = pd_model(groups, run["hosts"], resolve)
     for name, check in _plan_checks(run):
         result["problems"][name] = list(check())
         if result["problems"][name]:
             result["failed"] = name
             return result
     return result
-
-
-class FilterModule:
-    """The preflight's one-pass filter."""
-
-    def filters(self):
-        return {"pd_preflight": pd_preflight}

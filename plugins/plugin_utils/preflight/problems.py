@@ -1,0 +1,62 @@
+# Copyright: mindverse
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The preflight's problem: what every check returns, and how it is written.
+
+A check finds ``Problem(host, text)`` pairs; ``variable_problem`` writes the text the house way
+(the variable, its value as YAML/JSON would write it, secrets redacted, what is wrong, what to
+write instead), and ``merge_problems`` turns them into one line per text naming every host.
+"""
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Mapping
+from typing import NamedTuple
+
+from ansible_collections.mindverse.sglang_pd.plugins.filter.pd import REDACTED, SECRET_NAME
+
+
+class Problem(NamedTuple):
+    """One thing a check refuses, on one host (``host`` may name the inventory as a whole)."""
+
+    host: str
+    text: str
+
+
+def suggest(value, candidates):
+    """' (did you mean X?)' for the closest candidates, or ''."""
+    value = str(value)
+    candidates = [str(c) for c in candidates]
+    close = sorted(c for c in candidates if c.startswith(value) and c != value)[:2]
+    if not close:
+        close = difflib.get_close_matches(value, candidates, n=1, cutoff=0.5)
+    return f" (did you mean {' or '.join(close)}?)" if close else ""
+
+
+def show_value(value):
+    """A value as the user would write it in YAML/JSON."""
+    if isinstance(value, str):
+        return json.dumps(value)
+    try:
+        return json.dumps(value, sort_keys=True, default=str)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def variable_problem(host, variable, value, issue, fix):
+    """The Problem of VARIABLE's VALUE on HOST: ``VARIABLE = VALUE: ISSUE; FIX``, a secret's value redacted."""
+    field = str(variable).rsplit(".", 1)[-1]
+    # A mapping is shown as given: its callers redact the secret parts (control-plane keys).
+    secret = SECRET_NAME.search(field) and not isinstance(value, Mapping) and value not in (None, "")
+    shown = REDACTED if secret else show_value(value)
+    return Problem(host, f"{variable} = {shown}: {issue}; {fix}")
+
+
+def merge_problems(problems):
+    """Merge (host, text) pairs with the same text into one line naming every host."""
+    merged = {}
+    for host, text in problems:
+        hosts = merged.setdefault(text, [])
+        if host not in hosts:
+            hosts.append(host)
+    return [f"{', '.join(hosts)}: {text}" for text, hosts in merged.items()]
