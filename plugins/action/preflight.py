@@ -14,10 +14,10 @@ import os
 
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.checks import RESOLVED_ROLES
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.runner import CHECKS, TITLES, run_checks
 
 COLLECTION = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-ROLES_WITH_DEFAULTS = ("sglang_worker", "sglang_router")
 
 
 class ActionModule(ActionBase):
@@ -32,7 +32,7 @@ class ActionModule(ActionBase):
 
     def _sources(self):
         """The role defaults (trusted templates), every option the collection takes, the removed variables."""
-        defaults = {role: self._load("roles", role, "defaults", "main.yml", trusted=True) for role in ROLES_WITH_DEFAULTS}
+        defaults = {role: self._load("roles", role, "defaults", "main.yml", trusted=True) for role in RESOLVED_ROLES}
         specs = {}
         for path in sorted(glob.glob(os.path.join(COLLECTION, "roles", "*", "meta", "argument_specs.yml"))):
             for entry_point in (self._loader.load_from_file(path) or {}).get("argument_specs", {}).values():

@@ -44,7 +44,8 @@ from ansible_collections.mindverse.sglang_pd.plugins.filter.pd import (
 )
 
 PD_GROUPS = ("sglang_router", "sglang_prefill", "sglang_decode")
-ROLE_PREFIXES = {"sglang_worker": "sglang_worker_", "sglang_router": "sglang_router_"}
+# The roles whose variables the preflight resolves per host (their defaults, templated by Ansible).
+RESOLVED_ROLES = ("sglang_worker", "sglang_router")
 # A variable with one of these prefixes belongs to the collection: one that no role or
 # playbook takes is refused (a misspelt digest would otherwise deploy the old image).
 COLLECTION_PREFIXES = VARIABLE_PREFIXES
@@ -168,7 +169,7 @@ def pd_model(groups, hostvars, role_variables):
         info = {"address": address, "address_source": source, "address_problem": problem, "role_vars": {}}
         if problem:
             overrides[host] = {"sglang_pd_service_address": "unresolved.invalid"}
-        for role in ROLE_PREFIXES:
+        for role in RESOLVED_ROLES:
             info["role_vars"][role], found = role_variables(host, one, role)
             errors.extend(found)
             # Where the service files are: the roles pass the sglang_service role's option on.
