@@ -112,7 +112,7 @@ options:
       - Directory on the Docker host for cached results, one JSON file per (image ID, manifest).
       - When it cannot be written the module warns and carries on. An empty string turns caching off.
     type: path
-    default: /var/cache/sglang_pd/artifacts
+    default: /var/cache/sglang-pd/artifacts
   use_cache:
     description:
       - Read cached results. With V(false) the image is always read again (the cache file is still
@@ -202,7 +202,7 @@ cache_path:
   description: Cache file for this (image ID, manifest); null when O(cache_dir) is empty.
   returned: success
   type: str
-  sample: /var/cache/sglang_pd/artifacts/2d7471420f60...-9f2c....json
+  sample: /var/cache/sglang-pd/artifacts/2d7471420f60...-9f2c....json
 failures:
   description: One sentence per failed check, naming the file, what was expected and what was found.
   returned: success
@@ -354,7 +354,7 @@ def main():
             artifacts=dict(type='list', elements='dict', required=True, options=artifact_spec),
             fail_on_mismatch=dict(type='bool', default=True),
             compute_sha256=dict(type='bool', default=False),
-            cache_dir=dict(type='path', default='/var/cache/sglang_pd/artifacts'),
+            cache_dir=dict(type='path', default='/var/cache/sglang-pd/artifacts'),
             use_cache=dict(type='bool', default=True),
             read_via=dict(type='str', choices=['auto', 'archive'], default='auto'),
             docker_host=dict(type='str'),

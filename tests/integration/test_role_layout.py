@@ -14,11 +14,10 @@ import os
 import sys
 
 import pytest
-import yaml
+from playbook_runner import REPO, run_play
 
-ansible_runner = pytest.importorskip('ansible_runner')
+pytest.importorskip('ansible_runner')
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
 ROLES = os.path.join(REPO, 'roles')
 CONFIG_DIR = '/srv/pd/etc'
 # What each host reports: the URLs and the files its services' containers read.
@@ -49,8 +48,7 @@ def _inventory(config_dir=None):
 def _report(tmp_path, config_dir=None):
     role_files = [os.path.join(ROLES, role, kind, 'main.yml')
                   for role in ('sglang_worker', 'sglang_router') for kind in ('defaults', 'vars')]
-    playbook = tmp_path / 'layout.yml'
-    playbook.write_text(yaml.safe_dump([{
+    play = {
         'name': 'Evaluate the roles variables',
         'hosts': 'all',
         'gather_facts': False,
@@ -58,20 +56,8 @@ def _report(tmp_path, config_dir=None):
             {'name': 'Load the role files', 'ansible.builtin.include_vars': {'file': '{{ item }}'}, 'loop': role_files},
             {'name': 'Report', 'ansible.builtin.set_stats': {'data': {'{{ inventory_hostname }}': REPORT}, 'per_host': False}},
         ],
-    }]))
-    private = tmp_path / ('runner-' + ('custom' if config_dir else 'default'))
-    private.mkdir()
-    runner = ansible_runner.run(
-        private_data_dir=str(private), playbook=str(playbook), inventory=_inventory(config_dir),
-        envvars={'ANSIBLE_CONFIG': os.path.join(REPO, 'ansible.cfg'),
-                 'ANSIBLE_COLLECTIONS_PATH': os.path.join(REPO, '.cache', 'collections'), 'ANSIBLE_NOCOLOR': 'true',
-                 'PATH': os.path.dirname(sys.executable) + os.pathsep + os.environ.get('PATH', '')},
-        quiet=True,
-    )
-    stdout = runner.stdout.read()
-    assert runner.rc == 0, stdout
-    stats = [e['event_data'] for e in runner.events if e['event'] == 'playbook_on_stats']
-    return stats[0]['artifact_data']
+    }
+    return run_play(tmp_path, play, _inventory(config_dir), name='custom' if config_dir else 'default')
 
 
 def test_the_router_url_of_an_ipv6_service_address_is_bracketed(tmp_path):
