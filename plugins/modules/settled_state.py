@@ -48,7 +48,7 @@ options:
     description:
       - The record's file on the node (mode C(0600); its folder is created when missing, mode C(0700)).
     type: path
-    default: /var/lib/sglang_pd/settled.json
+    default: /var/lib/sglang-pd/settled.json
   digest:
     description:
       - The digest of the plan (the inventory's variables and the collection's files,
@@ -189,7 +189,7 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             state=dict(type='str', choices=['compared', 'recorded', 'absent'], default='compared'),
-            path=dict(type='path', default='/var/lib/sglang_pd/settled.json'),
+            path=dict(type='path', default='/var/lib/sglang-pd/settled.json'),
             digest=dict(type='str'),
             managed=dict(type='dict', default={}, options=dict(
                 files=dict(type='dict', default={}),
