@@ -16,7 +16,6 @@ from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.cont
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.pairing import pd_check_pairing
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.inputs import role_variables
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.checks import (
-    PD_GROUPS,
     pd_check_addresses,
     pd_check_build,
     pd_check_firewall,
@@ -32,9 +31,8 @@ from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.chec
     pd_check_router,
     pd_check_variables,
     pd_check_worker_specs,
-    pd_inventory,
-    pd_model,
 )
+from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.model import PD_GROUPS, pd_inventory, pd_model
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.router_rules import pd_check_router_options
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.sglang_rules import pd_check_sglang_values
 

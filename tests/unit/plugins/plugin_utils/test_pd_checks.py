@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight import checks, inputs
+from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight import checks, inputs, model as preflight_model
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.problems import merge_problems
 from preflight_engine import DEFAULTS, TEMPLAR, resolver, trusted
 
@@ -35,7 +35,7 @@ def inventory(**host_overrides):
 
 
 def model_of(groups, hostvars):
-    return checks.pd_model(groups, hostvars, resolver())
+    return preflight_model.pd_model(groups, hostvars, resolver())
 
 
 def all_problems(groups, hostvars):
