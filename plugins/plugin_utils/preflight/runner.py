@@ -17,7 +17,7 @@ from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.cont
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.inputs import role_variables
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.model import PD_GROUPS, pd_inventory, pd_model
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.pairing import pd_check_pairing
-from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.router_rules import pd_check_router_options
+from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.router_rules import pd_check_router, pd_check_router_options
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.sglang_rules import pd_check_sglang_values
 
 # (check, what it asserts: the first line of the preflight's message when it fails, the check
@@ -48,7 +48,7 @@ RULES = (
      lambda run: pd_check_sglang_values(run["model"], run["hosts"])),
     ("pairing", "prefill and decode workers agree on what the KV transfer needs", lambda run: pd_check_pairing(run["model"])),
     ("router", "the router's options are valid and it is told every worker and bootstrap port",
-     lambda run: checks.pd_check_router(run["model"]) + pd_check_router_options(run["model"])),
+     lambda run: pd_check_router(run["model"]) + pd_check_router_options(run["model"])),
     ("firewall", "the firewall knows the cluster and client networks",
      lambda run: checks.pd_check_firewall(run["model"], run["groups"], run["hosts"])),
 )
