@@ -121,14 +121,9 @@ RULES = (
 )
 
 def _typed(value, kind):
-    if kind == "int":
-        number = float(value)
-        if number != int(number):
-            raise ValueError(value)
-        return int(number)
-    if kind == "float":
-        return float(value)
-    return str(value)
+    if kind == "int" and float(value) != int(float(value)):
+        raise ValueError(value)
+    return int(float(value)) if kind == "int" else float(value) if kind == "float" else str(value)
 
 
 def server_args(argv, start, table):
@@ -142,31 +137,25 @@ def server_args(argv, start, table):
     data parallelism DP attention and the DP LM head are off; under DP attention the chunked
     prefill size is divided by dp_size.
     """
-    flags, types, defaults = table.FLAGS, table.TYPES, table.DEFAULTS
-    values = {dest: defaults.get(dest) for dest, _kind, _choices, _replacement in flags.values()}
-    given = {}
-    index = start
+    types = table.TYPES
+    values = {entry[0]: table.DEFAULTS.get(entry[0]) for entry in table.FLAGS.values()}
+    given, index = {}, start
     while index < len(argv):
-        token = str(argv[index])
-        flag, _sep, inline = token.partition("=")
-        entry = flags.get(flag)
-        position = index
+        flag, _sep, inline = str(argv[index]).partition("=")
+        position, entry = index, table.FLAGS.get(flag)
         index += 1
         if entry is None:
             continue
-        dest, kind, _choices, _replacement = entry
-        if kind == "switch":
-            values[dest] = not flag.startswith("--no-")
-        else:
-            taken = [inline] if inline else []
-            while index < len(argv) and not str(argv[index]).startswith("--") and (kind == "list" or not taken):
-                taken.append(str(argv[index]))
-                index += 1
-            try:
-                values[dest] = [_typed(v, types.get(dest, "str")) for v in taken] if kind == "list" \
-                    else _typed(taken[0], types.get(dest, "str")) if taken else None
-            except ValueError:
-                values[dest] = None
+        dest, kind = entry[0], entry[1]
+        taken = [inline] if inline else []
+        while kind != "switch" and index < len(argv) and not str(argv[index]).startswith("--") and (kind == "list" or not taken):
+            taken.append(str(argv[index]))
+            index += 1
+        try:
+            values[dest] = (not flag.startswith("--no-") if kind == "switch" else [_typed(v, types.get(dest, "str")) for v in taken]
+                            if kind == "list" else _typed(taken[0], types.get(dest, "str")) if taken else None)
+        except ValueError:
+            values[dest] = None
         given[dest] = (position, values[dest])
     args = SimpleNamespace(**values)
     if (args.dp_size or 1) == 1:
@@ -194,22 +183,20 @@ def refused_rules(args):
 def _collection_rules(options):
     """[(option, problem, fix)]: values SGLang takes at start and fails on later."""
     found = []
-    fraction = options.get("mem_fraction_static")
-    if fraction not in (None, ""):
-        try:
-            if not 0 < float(fraction) < 1:
-                raise ValueError(fraction)
-        except (TypeError, ValueError):
-            found.append(("mem_fraction_static", "it is the fraction of GPU memory for weights and KV cache "
-                          "(SGLang fails allocating its KV cache beyond 1)", "write a number between 0 and 1, such as 0.85"))
-    page = options.get("page_size")
-    if page not in (None, ""):
-        try:
-            if int(page) < 1:
-                raise ValueError(page)
-        except (TypeError, ValueError):
-            found.append(("page_size", "SGLang wants a page size of at least 1 token", "write a positive whole number of tokens, such as 64"))
+    if options.get("mem_fraction_static") not in (None, "") and not _reads_as(options["mem_fraction_static"], float, lambda n: 0 < n < 1):
+        found.append(("mem_fraction_static", "it is the fraction of GPU memory for weights and KV cache "
+                      "(SGLang fails allocating its KV cache beyond 1)", "write a number between 0 and 1, such as 0.85"))
+    if options.get("page_size") not in (None, "") and not _reads_as(options["page_size"], int, lambda n: n >= 1):
+        found.append(("page_size", "SGLang wants a page size of at least 1 token", "write a positive whole number of tokens, such as 64"))
     return found
+
+
+def _reads_as(value, kind, valid):
+    """Whether VALUE converts to KIND and the number is VALID."""
+    try:
+        return valid(kind(value))
+    except (TypeError, ValueError):
+        return False
 
 
 def pd_check_sglang_values(model, hostvars):
@@ -218,19 +205,17 @@ def pd_check_sglang_values(model, hostvars):
     for worker in model["workers"]:
         launch, host = worker["launch"], worker["host"]
         what = f"{worker['mode']} worker {worker['name']}"
-        for option, problem, fix in _collection_rules(launch["options"]):
-            problems.append(variable_problem(host, option_variable(launch, option), launch["options"][option], f"{problem} ({what})", fix))
+        refused_values = _collection_rules(launch["options"])
+        problems += [variable_problem(host, option_variable(launch, option), launch["options"][option], f"{problem} ({what})", fix)
+                     for option, problem, fix in refused_values]
         version = worker_sglang_version(hostvars[host])
         table = load_flag_module(version)
-        if table is None or any(p[0] == "page_size" for p in _collection_rules(launch["options"])):
+        if table is None or any(option == "page_size" for option, _problem, _fix in refused_values):
             continue
         args, given = server_args(launch["argv"], launch["options_start"], table)
         for rule in refused_rules(args):
-            seen = ", ".join(
-                f"{option} = {show_value(given[option][1])} ({launch['origins'][given[option][0]]})" if option in given
-                else f"{option} = {show_value(getattr(args, option))} (SGLang's default)"
-                for option in rule.options())
-            problems.append((host, f"{seen}: SGLang {version} refuses this {what}: {rule.says} "
-                                   f"({SOURCE} ServerArgs.{rule.method}: {rule.asserts}); "
-                                   f"{rule.fix(args) if callable(rule.fix) else rule.fix}"))
+            seen = ", ".join(f"{option} = {show_value(given[option][1])} ({launch['origins'][given[option][0]]})" if option in given
+                             else f"{option} = {show_value(getattr(args, option))} (SGLang's default)" for option in rule.options())
+            problems.append((host, f"{seen}: SGLang {version} refuses this {what}: {rule.says} ({SOURCE} ServerArgs.{rule.method}: "
+                                   f"{rule.asserts}); {rule.fix(args) if callable(rule.fix) else rule.fix}"))
     return merge_problems(problems)
