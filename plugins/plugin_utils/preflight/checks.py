@@ -107,7 +107,7 @@ def pd_check_variables(hostvars, hosts, specs, removed):
             value, spec = one[name], specs.get(name)
             if name in removed:
                 problems.append(variable_problem(host, name, value, "this variable was removed or renamed", f"write {removed[name]} instead"))
-            elif name.startswith(COLLECTION_PREFIXES) and spec is None and name not in specs:
+            elif name.startswith(COLLECTION_PREFIXES) and name not in specs:
                 hint = _role_variable_hint(name, specs)
                 # A misspelling of a secret's name is a secret too ("did you mean ..._password?").
                 if SECRET_NAME.search(hint) or (specs.get(hint.partition("did you mean ")[2].partition("?")[0]) or {}).get("no_log"):
@@ -115,11 +115,11 @@ def pd_check_variables(hostvars, hosts, specs, removed):
                 problems.append(variable_problem(host, name, value, "no role or playbook of this collection reads this variable",
                                                  f"{hint}see docs/variables.md for the variables each role takes"))
             elif spec is not None:
-                found = type_problem(spec, value)
-                if found and found[1] is not None:
-                    name, value, spec = f"{name}[{found[1]}]", value[found[1]], {"type": spec["elements"]}
+                found, variable = type_problem(spec, value), name
+                if found and found[1] is not None:  # a wrong element of a list
+                    variable, value, spec = f"{name}[{found[1]}]", value[found[1]], {"type": spec["elements"]}
                 if found:
-                    problems.append(variable_problem(host, name, value, found[0], _fix_for_type(name, spec, value)))
+                    problems.append(variable_problem(host, variable, value, found[0], _fix_for_type(variable, spec, value)))
     return merge_problems(problems)
 
 
@@ -155,12 +155,8 @@ def pd_check_worker_specs(hostvars, groups):
         for host in groups.get("sglang_" + mode) or []:
             one = hostvars[host]
             specs = one.get(name)
-            if specs in (None, "", []):
-                continue
-            if not isinstance(specs, list):
-                problems.append(variable_problem(host, name, specs, "not a list",
-                                                 "write a list with one entry per worker, e.g. [{port: 30200, gpus: [0, 1, 2, 3]}]"))
-                continue
+            if not specs or not isinstance(specs, list):
+                continue  # a list of dicts by its argument spec: pd_check_variables refuses anything else
             if one.get("sglang_pd_worker_group") and len(specs) > 1:
                 problems.append(variable_problem(host, "sglang_pd_worker_group", one["sglang_pd_worker_group"],
                                                  f"a host of a multi-node worker runs only that worker, but {name} lists {len(specs)}",
@@ -177,8 +173,7 @@ def pd_check_worker_specs(hostvars, groups):
 def _worker_spec_problems(host, mode, variable, spec):
     """The problems of one entry of sglang_pd_<mode>_workers (VARIABLE names it)."""
     if not isinstance(spec, Mapping):
-        return [variable_problem(host, variable, spec, "not a dict",
-                                 "write {port: ..., gpus: [...]} (keys: " + ", ".join(WORKER_SPEC_KEYS) + ")")]
+        return []  # pd_check_variables refuses it
     problems = [variable_problem(host, f"{variable}.{key}", spec[key], "not a worker key",
                                  _did_you_mean(key, WORKER_SPEC_KEYS) + "the keys are " + ", ".join(WORKER_SPEC_KEYS))
                 for key in spec if key not in WORKER_SPEC_KEYS]
@@ -246,10 +241,7 @@ def pd_check_image(hostvars, hosts):
         problems += [variable_problem(host, name, one[name], "not a whole md5", "write all 32 lowercase hex characters (md5sum FILE), not a prefix")
                      for name in sorted(one) if name.endswith("_md5") and one[name] and (not isinstance(one[name], str) or not MD5_RE.match(one[name]))]
         for name in ("sglang_pd_image_artifacts", "sglang_image_artifacts"):
-            artifacts = one.get(name) or []
-            if not isinstance(artifacts, list):
-                problems.append(variable_problem(host, name, artifacts, "not a list", "write a list of {path, md5 | sha256}"))
-                continue
+            artifacts = one.get(name) if isinstance(one.get(name), list) else []  # a list by its argument spec
             problems += [variable_problem(host, f"{name}[{index}].{key}", item[key], _digest_problem(item[key], key),
                                           f"write all {DIGEST_LENGTHS[key]} lowercase hex characters ({key}sum {item.get('path', 'FILE')}); "
                                           f"a prefix of at least {MIN_PREFIX} is accepted and reported as match: prefix")
