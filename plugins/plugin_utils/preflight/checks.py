@@ -486,7 +486,8 @@ def pd_check_firewall(model, groups, hostvars):
 
 # --------------------------------------------------------------------------- GPUs and InfiniBand
 
-def _int_option(options, *names):
+def int_option(options, *names):
+    """The first of NAMES set in a worker's OPTIONS as an integer (1 when none is set; None when not a number)."""
     value = next((options[name] for name in names if options.get(name) not in (None, "", False)), 1)
     try:
         return int(value)
@@ -547,7 +548,7 @@ def _gpu_problems(worker, variable, raw, gpus, taken, isolation):
             break
         taken[gpu] = f"{mode} worker {worker['name']}"
     options = worker["launch"]["options"]
-    tp, dp, pp = (_int_option(options, *names) for names in (("tp_size", "tensor_parallel_size"), ("dp_size", "data_parallel_size"),
+    tp, dp, pp = (int_option(options, *names) for names in (("tp_size", "tensor_parallel_size"), ("dp_size", "data_parallel_size"),
                                                              ("pp_size", "pipeline_parallel_size")))
     if None in (tp, dp, pp):
         return problems + [variable_problem(host, "sglang_worker_tp_size / dp_size / pp_size", [tp, dp, pp], "not integers", "write whole numbers")]
