@@ -14,7 +14,7 @@ import os
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.checks import RESOLVED_ROLES
+from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.model import RESOLVED_ROLES
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.runner import CHECKS, TITLES, run_checks
 
 COLLECTION = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))

@@ -3,7 +3,7 @@
 """Ansible's own templar for unit tests of the preflight, as the preflight action uses it.
 
 The roles' defaults are loaded as trusted templates (as the action loads them), and
-``resolver`` gives ``checks.pd_model`` what each role gets on a host.
+``resolver`` gives ``model.pd_model`` what each role gets on a host.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def trusted(value):
 
 
 def resolver(defaults=None):
-    """A ``role_variables(host, variables, role)`` for checks.pd_model: DEFAULTS templated per host."""
+    """A ``role_variables(host, variables, role)`` for model.pd_model: DEFAULTS templated per host."""
     defaults = DEFAULTS if defaults is None else defaults
 
     def resolve(host, variables, role):

@@ -23,39 +23,38 @@ from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.prob
 SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgGtTpP]?)[iI]?[bB]?\s*$")
 # (variable, role) of every container environment the roles build: the workers' groups, then the router's.
 ENV_VARIABLES = tuple((name, "sglang_worker") for name in WORKER_ENV_VARS) + (("sglang_router_env", "sglang_router"),)
-SCALARS = (str, int, float, bool)
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+NOT_SCALAR = ("an environment value must be a string or a number, not a list or a map", 'write one string, such as "a,b" (quote it)')
+CONTROL_CHARACTER = ("holds a control character (a newline, tab or escape): the service's env file holds one variable per line, so a "
+                     "newline cuts the value, and the others are copy-paste slips a process reads as part of it",
+                     "write the value on one line without control characters (a YAML block scalar such as | or > ends in a newline: "
+                     "use a plain or quoted string)")
 
 
 def _size_problem(value):
-    """What is wrong with a Docker size, or None."""
+    """What is wrong with a Docker size, as (problem, fix), or None."""
     match = SIZE.match(str(value)) if isinstance(value, (str, int)) and not isinstance(value, bool) else None
     if match is None:
         return "not a size", "write a number and a unit, such as 64g"
     if not match.group(2):
-        return (f"a size without a unit is bytes to Docker ({value} bytes)",
-                f"write {value}g for {value} GiB, or {value}m for {value} MiB")
+        return f"a size without a unit is bytes to Docker ({value} bytes)", f"write {value}g for {value} GiB, or {value}m for {value} MiB"
     return None
 
 
 def _env_problems(host, variable, env):
-    problems = []
     if env is None:
-        return problems
+        return []
     if not isinstance(env, Mapping):
         return [variable_problem(host, variable, env, "not a map of variable names to values", "write NAME: value pairs")]
+    problems = []
     for name, value in env.items():
-        if value is not None and not isinstance(value, SCALARS):
-            problems.append(variable_problem(host, f"{variable}.{name}", value,
-                                             "an environment value must be a string or a number, not a list or a map",
-                                             'write one string, such as "a,b" (quote it)'))
+        if value is not None and not isinstance(value, (str, int, float, bool)):
+            issue = NOT_SCALAR
         elif isinstance(value, str) and CONTROL.search(value):
-            problems.append(variable_problem(host, f"{variable}.{name}", value,
-                                             "holds a control character (a newline, tab or escape): the service's env file "
-                                             "holds one variable per line, so a newline cuts the value, and the others are "
-                                             "copy-paste slips a process reads as part of it",
-                                             "write the value on one line without control characters (a YAML block scalar "
-                                             "such as | or > ends in a newline: use a plain or quoted string)"))
+            issue = CONTROL_CHARACTER
+        else:
+            continue
+        problems.append(variable_problem(host, f"{variable}.{name}", value, *issue))
     return problems
 
 
@@ -70,25 +69,19 @@ def _model_path_problems(host, worker_vars):
     if not isinstance(path, str) or "{{" in path or path.startswith("<"):
         return []
     if not path.startswith("/"):
-        return [variable_problem(host, "sglang_pd_model_path", path,
-                                 "a relative path: SGLang would look for it in the container's working folder, or take it "
-                                 "for a model hub name and try to download it",
+        return [variable_problem(host, "sglang_pd_model_path", path, "a relative path: SGLang would look for it in the container's working "
+                                 "folder, or take it for a model hub name and try to download it",
                                  "write the absolute path of the model inside the worker containers, such as /models/glm-5.2-fp8")]
-    binds = []
-    for volume in worker_vars.get("sglang_worker_volumes") or []:
-        parts = str(volume).split(":")
-        if len(parts) >= 2 and parts[0].startswith("/") and parts[1].startswith("/"):
-            binds.append((parts[0], parts[1]))
-    if not binds or any(_within(path, target) for _source, target in binds):
+    binds = [tuple(str(volume).split(":")[:2]) for volume in worker_vars.get("sglang_worker_volumes") or []
+             if len(str(volume).split(":")) >= 2 and all(part.startswith("/") for part in str(volume).split(":")[:2])]
+    if any(_within(path, target) for _source, target in binds):
         return []
     for source, target in binds:
         if _within(path, source):
-            inside = posixpath.join(target, posixpath.relpath(posixpath.normpath(path), posixpath.normpath(source)))
-            return [variable_problem(host, "sglang_pd_model_path", path,
-                                     f"the host's folder: sglang_worker_volumes mounts {source} at {target}, so the "
-                                     f"containers see it as {posixpath.normpath(inside)}",
-                                     f"write {posixpath.normpath(inside)} (sglang_pd_model_path is the path inside the "
-                                     "worker containers)")]
+            inside = posixpath.normpath(posixpath.join(target, posixpath.relpath(posixpath.normpath(path), posixpath.normpath(source))))
+            return [variable_problem(host, "sglang_pd_model_path", path, f"the host's folder: sglang_worker_volumes mounts {source} at "
+                                     f"{target}, so the containers see it as {inside}",
+                                     f"write {inside} (sglang_pd_model_path is the path inside the worker containers)")]
     return []
 
 
@@ -99,20 +92,16 @@ def pd_check_container(model):
     for host, info in model["hosts"].items():
         worker_vars = info["role_vars"]["sglang_worker"]
         size = worker_vars.get("sglang_worker_shm_size")
-        if size not in (None, ""):
-            issue = _size_problem(size)
-            if issue:
-                problems.append(variable_problem(host, "sglang_worker_shm_size", size, *issue))
+        if size not in (None, "") and _size_problem(size):
+            problems.append(variable_problem(host, "sglang_worker_shm_size", size, *_size_problem(size)))
         for variable, role in ENV_VARIABLES:
             problems += _env_problems(host, variable, info["role_vars"][role].get(variable))
         if host in worker_hosts:
             problems += _model_path_problems(host, worker_vars)
             path = worker_vars.get("sglang_worker_health_path")
-            issue = endpoint_problem(path) if isinstance(path, str) and path else ""
-            if issue:
-                problems.append(variable_problem(host, "sglang_worker_health_path", path, issue,
+            if isinstance(path, str) and path and endpoint_problem(path):
+                problems.append(variable_problem(host, "sglang_worker_health_path", path, endpoint_problem(path),
                                                  "write the path alone, such as /health_generate"))
     for worker in model["workers"]:
-        problems += _env_problems(worker["host"], f"env of {worker['name']} in sglang_pd_{worker['mode']}_workers",
-                                  worker.get("env"))
+        problems += _env_problems(worker["host"], f"env of {worker['name']} in sglang_pd_{worker['mode']}_workers", worker.get("env"))
     return merge_problems(problems)

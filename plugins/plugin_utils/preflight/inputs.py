@@ -23,7 +23,6 @@ from ansible.module_utils.errors import ArgumentValueError, ElementError
 _VALIDATED_KEYS = ("type", "elements", "choices")
 _NOT_A = {"bool": "not a boolean", "int": "not an integer", "float": "not a number", "list": "not a list",
           "dict": "not a dict", "str": "not a string", "path": "not a path"}
-_VALIDATORS: dict = {}
 _CHECKED: dict = {}
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -113,17 +112,6 @@ def _misread(kind, spec, value):
     return None
 
 
-def _spec_key(spec):
-    return tuple((k, tuple(spec[k]) if isinstance(spec.get(k), list) else spec.get(k)) for k in _VALIDATED_KEYS)
-
-
-def _validator(spec):
-    key = _spec_key(spec)
-    if key not in _VALIDATORS:
-        _VALIDATORS[key] = ArgumentSpecValidator({"value": {k: spec[k] for k in _VALIDATED_KEYS if k in spec}})
-    return _VALIDATORS[key]
-
-
 def type_problem(spec, value):
     """What is wrong with VALUE for the argument-spec option SPEC, or None.
 
@@ -132,7 +120,7 @@ def type_problem(spec, value):
     if value is None:
         return None
     # Hosts share most values (group_vars): each (option, value) is checked once.
-    key = (_spec_key(spec), spec.get("switch"), type(value).__name__, repr(value))
+    key = (tuple((k, repr(spec.get(k))) for k in _VALIDATED_KEYS + ("switch",)), type(value).__name__, repr(value))
     if key not in _CHECKED:
         if len(_CHECKED) > 100000:
             _CHECKED.clear()
@@ -140,12 +128,18 @@ def type_problem(spec, value):
     return _CHECKED[key]
 
 
+@functools.lru_cache(maxsize=None)
+def _validator(spec_items):
+    return ArgumentSpecValidator({"value": dict(spec_items)})
+
+
 def _type_problem(spec, value):
     kind = spec.get("type", "raw")
     misread = _misread(kind, spec, value)
     if misread:
         return misread, None
-    errors = _validator(spec).validate({"value": value}).errors.errors
+    validated = tuple((k, tuple(spec[k]) if isinstance(spec[k], list) else spec[k]) for k in _VALIDATED_KEYS if k in spec)
+    errors = _validator(validated).validate({"value": value}).errors.errors
     if not errors:
         return None
     error = errors[0]

@@ -11,7 +11,7 @@ pinned release.
 """
 from __future__ import annotations
 
-from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.checks import option_variable, origin_of
+from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.checks import int_option, option_variable, origin_of
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.problems import merge_problems, show_value, variable_problem
 
 KV_CONNECTION = "sglang/srt/disaggregation/common/conn.py"
@@ -39,13 +39,6 @@ SOURCES = {
 }
 
 
-def _int(options, name):
-    try:
-        return int(options.get(name) or 1)
-    except (TypeError, ValueError):
-        return None  # the flags check reports it
-
-
 def _cited(key):
     source, words = SOURCES[key]
     return f" ({source}: \"{words}\")"
@@ -54,17 +47,17 @@ def _cited(key):
 def _layout_problems(prefills, decodes):
     """Decode workers whose parallel layout no prefill can send to."""
     problems = []
-    prefill_pp = sorted({_int(w["launch"]["options"], "pp_size") for w in prefills} - {None})
+    prefill_pp = sorted({int_option(w["launch"]["options"], "pp_size") for w in prefills} - {None})
     for worker in decodes:
         options, launch = worker["launch"]["options"], worker["launch"]
         what = f"decode worker {worker['name']}"
-        cp_size = _int(options, "attn_cp_size")
+        cp_size = int_option(options, "attn_cp_size")
         if cp_size not in (None, 1):
             problems.append(variable_problem(worker["host"], option_variable(launch, "attn_cp_size"), options["attn_cp_size"],
                                              f"a decode worker receives the KV cache with context parallelism off ({what})"
                                              + _cited("decode_attn_cp_size"),
                                              "remove attn_cp_size from the decode options (context parallelism is for prefill)"))
-        pp_size = _int(options, "pp_size")
+        pp_size = int_option(options, "pp_size")
         wrong = [size for size in prefill_pp if pp_size not in (1, size)]
         if pp_size is not None and wrong:
             problems.append(variable_problem(worker["host"], option_variable(launch, "pp_size"), options.get("pp_size"),

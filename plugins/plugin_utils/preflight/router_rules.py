@@ -1,6 +1,6 @@
 # Copyright: mindverse
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Preflight check of the router's options against the router's own argument parser.
+"""Preflight checks of the router: its options against its own argument parser, its keys.
 
 The router comes in two generations (``sglang_router_generation``): sglang-router, whose
 last release is 0.3.2, and its successor smg. Each pinned release has a flag table
@@ -12,13 +12,16 @@ value its parser refuses exits at once, and with it every client request.
 With ``auto`` (the default) the image decides which generation runs, and the role probes
 it later: an option or value is refused here only when no generation takes it. Extra
 arguments may not set what the collection sets (an option with its own variable, the
-workers), and the paths the router and the collection request are paths.
+workers), and the paths the router and the collection request are paths. ``pd_check_router``
+refuses API keys given where they would be logged, and workers that would refuse the
+router's key.
 """
 from __future__ import annotations
 
-from functools import partial
+import ipaddress
+from collections.abc import Mapping
 
-from ansible_collections.mindverse.sglang_pd.plugins.filter.pd import ROUTER_OPTION_VARS
+from ansible_collections.mindverse.sglang_pd.plugins.filter.pd import REDACTED, ROUTER_OPTION_VARS, first_admin_key
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.checks import check_argv, flag_value_problem
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.problems import merge_problems, suggest, variable_problem
 from ansible_collections.mindverse.sglang_pd.plugins.module_utils import (
@@ -26,7 +29,7 @@ from ansible_collections.mindverse.sglang_pd.plugins.module_utils import (
 from ansible_collections.mindverse.sglang_pd.plugins.module_utils._layout import endpoint_problem
 
 DEDICATED = dict(ROUTER_OPTION_VARS)
-# Given their own variables and checked by pd_check_router: never through the options map.
+# Given their own variables (checked by pd_check_router), never through the options map.
 SECRET_OPTIONS = ("api_key", "control_plane_api_keys")
 # Flags the router is always started with, from the inventory's groups.
 FROM_INVENTORY = {"pd_disaggregation": "--pd-disaggregation", "prefill": "its prefill workers (--prefill)",
@@ -137,79 +140,111 @@ def taken_elsewhere(check, flags):
 
 
 def _refusal(host, variable, value, check, flags):
-    """The problem of one router option (CHECK against FLAGS), or None."""
+    """The problems of one router option: CHECK (a RouterFlags -> (problem, fix) or None) against FLAGS."""
     found = check(flags)
-    if not found:
-        return None
-    return variable_problem(host, variable, value, found[0], found[1] + taken_elsewhere(check, flags))
+    return [variable_problem(host, variable, value, found[0], found[1] + taken_elsewhere(check, flags))] if found else []
 
 
-def _refusals(host, checks, flags):
-    """The problems of CHECKS, each (variable, value, check against a RouterFlags)."""
-    return [found for found in (_refusal(host, variable, value, check, flags) for variable, value, check in checks)
-            if found]
-
-
-def _dedicated_problems(host, role_vars, flags):
-    """Router options set from their own variables (sglang_router_policy, ...)."""
-    return _refusals(host, ((name, role_vars.get(name), partial(value_problem, option, role_vars.get(name)))
-                            for option, name in ROUTER_OPTION_VARS), flags)
-
-
-def _options_map_problems(host, role_vars, flags):
-    """Entries of sglang_router_options, in their order."""
-    problems = []
+def _router_problems(host, role_vars):
+    """The endpoints, the options from their own variables, the options map and the extra args of one router."""
+    flags = router_flags(role_vars)
+    problems = [variable_problem(host, variable, role_vars[variable], endpoint_problem(role_vars[variable]), f"write the path alone, such as {example}")
+                for variable, example in ENDPOINT_VARIABLES.items()
+                if isinstance(role_vars.get(variable), str) and role_vars[variable] and endpoint_problem(role_vars[variable])]
+    for option, name in ROUTER_OPTION_VARS:
+        problems += _refusal(host, name, role_vars.get(name), lambda f, o=option, v=role_vars.get(name): value_problem(o, v, f), flags)
     for option, value in (role_vars.get("sglang_router_options") or {}).items():
-        variable = f"sglang_router_options.{option}"
         if option in DEDICATED:
-            problems.append(variable_problem(host, variable, value, f"the collection sets --{option.replace('_', '-')} from "
-                                             f"{DEDICATED[option]}, and checks it there", f"write {DEDICATED[option]}: {value} instead"))
+            problems.append(variable_problem(host, f"sglang_router_options.{option}", value, f"the collection sets --{option.replace('_', '-')} "
+                                             f"from {DEDICATED[option]}, and checks it there", f"write {DEDICATED[option]}: {value} instead"))
         elif option not in SECRET_OPTIONS:
-            problems += _refusals(host, [(variable, value, partial(option_problem, option, value))], flags)
-    return problems
-
-
-def _extra_args_problems(host, role_vars, flags):
-    """Flags of sglang_router_extra_args, read as the router's parser reads them."""
-    problems = []
+            problems += _refusal(host, f"sglang_router_options.{option}", value, lambda f, o=option, v=value: option_problem(o, v, f), flags)
     extra = [str(a) for a in role_vars.get("sglang_router_extra_args") or []]
     for token in extra:
         option = token.split("=", maxsplit=1)[0][2:].replace("-", "_") if token.startswith("--") else ""
         if option in DEDICATED:
-            problems.append(variable_problem(host, "sglang_router_extra_args", token, f"the collection sets {token.split('=')[0]} "
-                                             f"from {DEDICATED[option]}, and checks it there",
-                                             f"remove it and write {DEDICATED[option]}"))
+            problems.append(variable_problem(host, "sglang_router_extra_args", token, f"the collection sets {token.split('=')[0]} from "
+                                             f"{DEDICATED[option]}, and checks it there", f"remove it and write {DEDICATED[option]}"))
         elif option in FROM_INVENTORY:
-            problems.append(variable_problem(host, "sglang_router_extra_args", token,
-                                             f"the collection gives the router {FROM_INVENTORY[option]}",
+            problems.append(variable_problem(host, "sglang_router_extra_args", token, f"the collection gives the router {FROM_INVENTORY[option]}",
                                              "remove it: the workers come from the sglang_prefill and sglang_decode groups"))
-    for _origin, flag, value, problem, fix in check_argv(extra, ["sglang_router_extra_args"] * len(extra),
-                                                         flags.flags, 0, flags.types, None):
+    for _origin, flag, value, problem, fix in check_argv(extra, ["sglang_router_extra_args"] * len(extra), flags.flags, 0, flags.types, None):
         if flag not in ("--api-key", "--control-plane-api-keys"):
-            text = flag + (f" {value}" if value not in (None, "") else "")
-            problems.append((host, f"sglang_router_extra_args: {text}: {problem} ({flags.label}); {fix}"))
+            problems.append((host, f"sglang_router_extra_args: {flag}" + (f" {value}" if value not in (None, "") else "")
+                             + f": {problem} ({flags.label}); {fix}"))
     return problems
-
-
-def _endpoint_problems(host, role_vars):
-    problems = []
-    for variable, example in ENDPOINT_VARIABLES.items():
-        value = role_vars.get(variable)
-        problem = endpoint_problem(value) if isinstance(value, str) and value else ""
-        if problem:
-            problems.append(variable_problem(host, variable, value, problem, f"write the path alone, such as {example}"))
-    return problems
-
-
-def _router_problems(host, role_vars):
-    flags = router_flags(role_vars)
-    return (_endpoint_problems(host, role_vars) + _dedicated_problems(host, role_vars, flags)
-            + _options_map_problems(host, role_vars, flags) + _extra_args_problems(host, role_vars, flags))
 
 
 def pd_check_router_options(model):
     """Every router option, from its own variable, the options map or extra args, is one the router takes."""
+    return merge_problems([problem for router in model["routers"] for problem in _router_problems(router["host"], router["role_vars"])])
+
+
+def pd_check_router(model):
+    """The router's metrics address is an IP, its API keys are given safely, and every worker wants its key."""
     problems = []
     for router in model["routers"]:
-        problems += _router_problems(router["host"], router["role_vars"])
+        host, role_vars = router["host"], router["role_vars"]
+        problems += _metrics_host_problems(host, role_vars, router["launch"]["options"].get("prometheus_host"))
+        if not str(role_vars.get("sglang_router_api_key") or "").strip() and role_vars.get("sglang_router_allow_unauthenticated") is not True:
+            problems.append(variable_problem(host, "sglang_router_api_key", "", "empty: anyone who reaches the router could send requests and "
+                                             "add or remove its workers (POST and DELETE /workers)",
+                                             "set sglang_router_api_key (from a vault or a lookup, never in plain text), or "
+                                             "sglang_router_allow_unauthenticated: true to run without a key knowingly"))
+        problems += [variable_problem(host, "sglang_router_options", {key: REDACTED}, "an API key given as an option ends up in the launch "
+                                      "script and in logs", f"write sglang_router_{key} instead (kept in a mode 0600 env file, never logged)")
+                     for key in SECRET_OPTIONS if key in (role_vars.get("sglang_router_options") or {})]
+        problems += [variable_problem(host, "sglang_router_extra_args", REDACTED, "an API key on the command line ends up in the launch script "
+                                      "and in logs", "write sglang_router_api_key / sglang_router_control_plane_api_keys instead")
+                     for token in role_vars.get("sglang_router_extra_args") or []
+                     if str(token).split("=", maxsplit=1)[0] in ("--api-key", "--control-plane-api-keys")]
+        problems += _control_plane_key_problems(host, role_vars.get("sglang_router_control_plane_api_keys") or [])
+        problems += _worker_key_problems(model, host, role_vars.get("sglang_router_api_key"))
     return merge_problems(problems)
+
+
+def _metrics_host_problems(host, role_vars, prometheus):
+    if prometheus in (None, ""):
+        return []
+    try:
+        ipaddress.ip_address(str(prometheus))
+        return []
+    except ValueError:
+        pass
+    if role_vars.get("sglang_router_prometheus_host"):
+        return [variable_problem(host, "sglang_router_prometheus_host", prometheus, "not an IP address", "write the IP address the metrics listen on")]
+    return [variable_problem(host, "sglang_router_prometheus_host", None, f"the metrics would listen on the service address {prometheus}, "
+                             "which is not an IP address", "write sglang_router_prometheus_host (an IP address of this host; 0.0.0.0 exposes "
+                             "them on every interface), or set sglang_pd_service_address to an IP")]
+
+
+def _control_plane_key_problems(host, keys):
+    problems, keys = [], keys if isinstance(keys, list) else [keys]
+    for index, key in enumerate(keys):
+        variable = f"sglang_router_control_plane_api_keys[{index}]"
+        shown = {k: (REDACTED if k == "key" else v) for k, v in key.items()} if isinstance(key, Mapping) else REDACTED
+        if not isinstance(key, Mapping) or not all(str(key.get(k, "")).strip() for k in ("id", "name", "role", "key")):
+            problems.append(variable_problem(host, variable, shown, "each key needs id, name, role and key",
+                                             "write {id: ops, name: Operations, role: admin, key: \"{{ vault_router_admin_key }}\"}"))
+        elif key["role"] not in ("admin", "user"):
+            problems.append(variable_problem(host, f"{variable}.role", key["role"], "not a control-plane role", "write admin or user"))
+        elif any(":" in str(key[k]) for k in ("id", "name", "role", "key")):
+            problems.append(variable_problem(host, variable, shown, "the router splits id:name:role:key on colons", "remove the colons"))
+    if keys and first_admin_key(keys) is None:
+        problems.append(variable_problem(host, "sglang_router_control_plane_api_keys", REDACTED, "with control-plane keys the router takes "
+                                         "worker changes only from an admin key, and the collection registers and removes workers with the "
+                                         "first one", "add a key with role admin"))
+    return problems
+
+
+def _worker_key_problems(model, router_host, router_key):
+    """Each worker must want the router's key: the router forwards its clients' key to the workers."""
+    if not router_key:
+        return []
+    keys = {worker["host"]: model["hosts"][worker["host"]]["role_vars"]["sglang_worker"].get("sglang_worker_api_key")
+            for worker in model["workers"]}
+    return [variable_problem(worker["host"], "sglang_worker_api_key", keys[worker["host"]], f"not the key of the router on {router_host}: the "
+                             "router forwards its clients' key to the workers, so a worker with another key refuses every request, and one "
+                             "without a key serves anyone who reaches it", "leave sglang_worker_api_key unset (it follows sglang_router_api_key) "
+                             "and set sglang_router_api_key for every PD host (group_vars/all)")
+            for worker in model["workers"] if worker["serves_http"] and (keys[worker["host"]] or "") != router_key]

@@ -7,16 +7,17 @@ server_args.py) gives each flag's type, choices and default. RULES are the relat
 ``ServerArgs`` asserts on top of them, each quoted as ``ast.unparse`` prints the release's
 source: the enclosing condition (``guard``) and the assertion (``raise`` where it raises).
 tests/unit/scripts/test_sglang_rules_match_sources.py finds every quote in the pinned
-release, checks each rule against SGLang's own expression on a grid of values, and fails
-when a method of REVIEWED_METHODS has an assertion that is neither a rule nor in
-NOT_CHECKED. A worker that breaks a rule exits at start and is restarted until its health
-budget runs out; the preflight refuses it before any host changes.
+release and fails when a method of REVIEWED_METHODS has an assertion that is neither a rule
+nor one the test lists as left to SGLang, with the reason. A worker that breaks a rule
+exits at start and is restarted until its health budget runs out; the preflight refuses it
+before any host changes.
 """
 from __future__ import annotations
 
+import functools
 import re
 from types import SimpleNamespace
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.checks import (
     load_flag_module, option_variable, worker_sglang_version)
@@ -33,14 +34,20 @@ OBJECT_STORE_SCHEMES = ("s3://", "gs://", "az://")
 
 
 class Rule(NamedTuple):
-    """One assertion of ServerArgs: refused(args) is True exactly when SGLang refuses."""
+    """One assertion of ServerArgs, quoted; ``refused(args)`` evaluates the quote as SGLang does."""
 
     method: str
     guard: str
     asserts: str
-    refused: Callable
     says: str
     fix: object  # text, or a function of the options that returns it
+
+    def refused(self, args):
+        """Whether SGLang refuses ARGS: the guard holds and the assertion fails (or raises)."""
+        scope = {"self": args, "is_runai_obj_uri": _runai}
+        # The quotes are this module's constants, as ast.unparse prints the pinned release.
+        return bool(eval(_compiled(self.guard or "True"), scope)  # pylint: disable=eval-used
+                    and (self.asserts == "raise" or not eval(_compiled(self.asserts), scope)))  # pylint: disable=eval-used
 
     def options(self):
         """The options the assertion reads, in order of appearance."""
@@ -51,131 +58,72 @@ def _runai(name):
     return str(name).lower().startswith(OBJECT_STORE_SCHEMES)
 
 
+@functools.lru_cache(maxsize=None)
+def _compiled(expression):
+    return compile(expression, SOURCE, "eval")
+
+
 RULES = (
     Rule("check_server_args", "", "self.tp_size * self.pp_size % self.nnodes == 0",
-         lambda a: a.tp_size * a.pp_size % a.nnodes != 0,
          "tp_size × pp_size must be a multiple of nnodes (every node runs the same number of GPUs)",
          "make tp_size × pp_size a multiple of nnodes, or correct nnodes"),
     Rule("check_server_args", "", "not (self.dp_size > 1 and self.nnodes != 1 and (not self.enable_dp_attention))",
-         lambda a: a.dp_size > 1 and a.nnodes != 1 and not a.enable_dp_attention,
-         "data parallelism across nodes needs DP attention",
-         "set sglang_worker_enable_dp_attention: true, or dp_size: 1"),
-    Rule("check_server_args", "", "self.base_gpu_id >= 0", lambda a: not a.base_gpu_id >= 0,
+         "data parallelism across nodes needs DP attention", "set sglang_worker_enable_dp_attention: true, or dp_size: 1"),
+    Rule("check_server_args", "", "self.base_gpu_id >= 0",
          "the first GPU must be GPU 0 or above", "give the worker gpus such as 0-7 in sglang_pd_*_workers"),
-    Rule("check_server_args", "", "self.gpu_id_step >= 1", lambda a: not a.gpu_id_step >= 1,
+    Rule("check_server_args", "", "self.gpu_id_step >= 1",
          "the GPU id step must be at least 1", "remove gpu_id_step or write 1"),
     Rule("check_server_args", "", "self.moe_dense_tp_size in (None, 1, self.tp_size)",
-         lambda a: a.moe_dense_tp_size not in (None, 1, a.tp_size),
          "moe_dense_tp_size can only be 1 or tp_size", "write moe_dense_tp_size: 1, or leave it out"),
     Rule("check_server_args", "(not is_runai_obj_uri(self.served_model_name))", "':' not in self.served_model_name",
-         lambda a: not _runai(a.served_model_name) and ":" in a.served_model_name,
-         "the served model name cannot hold a colon (SGLang reserves 'model:adapter' for LoRA)",
-         "write the name without ':'"),
-    Rule("check_server_args", "(self.chunked_prefill_size > 0 and self.disaggregation_mode != 'decode')",
-         "self.chunked_prefill_size % self.page_size == 0",
-         lambda a: a.chunked_prefill_size > 0 and a.disaggregation_mode != "decode" and a.chunked_prefill_size % a.page_size != 0,
+         "the served model name cannot hold a colon (SGLang reserves 'model:adapter' for LoRA)", "write the name without ':'"),
+    Rule("check_server_args", "(self.chunked_prefill_size > 0 and self.disaggregation_mode != 'decode')", "self.chunked_prefill_size % self.page_size == 0",
          "chunked_prefill_size (divided by dp_size under DP attention) must be a multiple of page_size",
          lambda a: f"write a chunked prefill size that is a multiple of {a.page_size}"
                    f"{' × dp_size' if a.enable_dp_attention else ''}, such as {max(a.chunked_prefill_size // a.page_size, 1) * a.page_size}"),
     Rule("check_server_args", "(self.enable_pdmux)", "self.disaggregation_mode == 'null'",
-         lambda a: a.enable_pdmux and a.disaggregation_mode != "null",
          "PD multiplexing cannot run in a prefill/decode disaggregated fleet", "remove enable_pdmux"),
-    Rule("check_server_args", "", "self.tokenizer_worker_num > 0", lambda a: not a.tokenizer_worker_num > 0,
+    Rule("check_server_args", "", "self.tokenizer_worker_num > 0",
          "tokenizer_worker_num must be at least 1", "write 1 or more, or leave it out"),
-    Rule("check_server_args", "", "self.detokenizer_worker_num > 0", lambda a: not a.detokenizer_worker_num > 0,
+    Rule("check_server_args", "", "self.detokenizer_worker_num > 0",
          "detokenizer_worker_num must be at least 1", "write 1 or more, or leave it out"),
     Rule("check_server_args", "(self.enable_priority_scheduling)", "self.schedule_policy in ['fcfs', 'lof']",
-         lambda a: a.enable_priority_scheduling and a.schedule_policy not in ("fcfs", "lof"),
          "priority scheduling needs the fcfs or lof schedule policy", "write schedule_policy: fcfs (or lof)"),
-    Rule("check_server_args", "", "self.schedule_conservativeness >= 0", lambda a: not a.schedule_conservativeness >= 0,
+    Rule("check_server_args", "", "self.schedule_conservativeness >= 0",
          "schedule_conservativeness cannot be negative", "write 0 or more (1.0 is the default)"),
     Rule("check_server_args", "(self.enable_two_batch_overlap and self.moe_a2a_backend == 'none')", "raise",
-         lambda a: a.enable_two_batch_overlap and a.moe_a2a_backend == "none",
          "two-batch overlap needs an all-to-all MoE backend", "set moe_a2a_backend (such as mori), or remove enable_two_batch_overlap"),
     Rule("check_server_args", "(self.kv_canary_sweep_interval > 0 and self.kv_canary == 'none')", "raise",
-         lambda a: a.kv_canary_sweep_interval > 0 and a.kv_canary == "none",
          "a KV canary sweep interval needs kv_canary log or raise", "set kv_canary: log, or remove the interval"),
     Rule("_handle_data_parallelism", "(self.enable_dp_attention)", "self.tp_size % self.dp_size == 0",
-         lambda a: a.enable_dp_attention and a.tp_size % a.dp_size != 0,
          "under DP attention tp_size must be a multiple of dp_size", "make dp_size divide tp_size (8 GPUs: dp 1, 2, 4 or 8)"),
     Rule("_handle_data_parallelism", "(self.enable_dp_lm_head)", "self.enable_dp_attention",
-         lambda a: a.enable_dp_lm_head and not a.enable_dp_attention,
          "enable_dp_lm_head needs DP attention (with dp_size above 1)",
          "set sglang_worker_enable_dp_attention: true with dp_size above 1, or remove enable_dp_lm_head"),
     Rule("_handle_context_parallelism", "(self.attn_cp_size > 1)", "self.tp_size % self.attn_cp_size == 0",
-         lambda a: a.attn_cp_size > 1 and a.tp_size % a.attn_cp_size != 0,
          "tp_size must be a multiple of attn_cp_size", "make attn_cp_size divide tp_size"),
     Rule("_handle_context_parallelism", "(self.attn_cp_size > 1)", "self.tp_size % (self.dp_size * self.attn_cp_size) == 0",
-         lambda a: a.attn_cp_size > 1 and a.tp_size % (a.dp_size * a.attn_cp_size) != 0,
          "tp_size must be a multiple of dp_size × attn_cp_size", "make dp_size × attn_cp_size divide tp_size"),
     Rule("_handle_context_parallelism", "(self.attn_cp_size > 1)", "not self.enable_aiter_allreduce_fusion",
-         lambda a: a.attn_cp_size > 1 and a.enable_aiter_allreduce_fusion,
          "AITER all-reduce fusion does not work with context parallelism", "remove enable_aiter_allreduce_fusion"),
     Rule("_handle_context_parallelism", "(self.moe_dp_size > 1)", "self.tp_size % self.moe_dp_size == 0",
-         lambda a: a.moe_dp_size > 1 and a.tp_size % a.moe_dp_size != 0,
          "tp_size must be a multiple of moe_dp_size", "make moe_dp_size divide tp_size"),
     Rule("_handle_context_parallelism", "(self.moe_dp_size > 1)", "self.ep_size * self.moe_dp_size <= self.tp_size",
-         lambda a: a.moe_dp_size > 1 and a.ep_size * a.moe_dp_size > a.tp_size,
          "ep_size × moe_dp_size cannot exceed tp_size", "lower ep_size or moe_dp_size"),
     Rule("_handle_context_parallelism", "(self.moe_dp_size > 1)", "self.pp_size == 1",
-         lambda a: a.moe_dp_size > 1 and a.pp_size != 1,
          "MoE data parallelism does not work with pipeline parallelism", "write pp_size: 1, or moe_dp_size: 1"),
     Rule("_handle_context_parallelism", "(self.moe_dp_size > 1) and (self.ep_size > 1)", "self.ep_size * self.moe_dp_size == self.tp_size",
-         lambda a: a.moe_dp_size > 1 and a.ep_size > 1 and a.ep_size * a.moe_dp_size != a.tp_size,
          "with expert parallelism, ep_size × moe_dp_size must equal tp_size", "make ep_size × moe_dp_size equal tp_size"),
     Rule("_handle_context_parallelism", "(self.moe_dp_size > 1)", "not self.enable_aiter_allreduce_fusion",
-         lambda a: a.moe_dp_size > 1 and a.enable_aiter_allreduce_fusion,
          "AITER all-reduce fusion does not work with MoE data parallelism", "remove enable_aiter_allreduce_fusion"),
     Rule("_handle_context_parallelism", "(self.attn_cp_size != self.moe_dp_size)", "self.moe_dp_size == 1",
-         lambda a: a.attn_cp_size != a.moe_dp_size and a.moe_dp_size != 1,
          "moe_dp_size must be 1 or equal attn_cp_size", "write moe_dp_size: 1, or the attn_cp_size"),
 )
 
-# Assertions of REVIEWED_METHODS the preflight leaves to SGLang, and why: "method | guard | assertion".
-NOT_CHECKED = {
-    "check_server_args |  | self.pp_max_micro_batch_size is None or self.pp_max_micro_batch_size >= 1":
-        "pipeline micro-batching is not part of a PD fleet's options; SGLang reports it at start",
-    "check_server_args |  | not (self.disable_cuda_graph_padding and self.enable_torch_compile)":
-        "torch.compile is not used on ROCm PD workers; SGLang reports it at start",
-    "check_server_args | (self.pp_size > 1) | self.disable_overlap_schedule and self.speculative_algorithm is None":
-        "the overlap schedule is decided inside SGLang from the model; not known before start",
-    "check_server_args | (self.speculative_algorithm is not None) | not self.enable_mixed_chunk":
-        "the speculative algorithm can be set by SGLang from the model; not known before start",
-    "check_server_args | (self.enable_pdmux) | self.pp_size == 1": "PD multiplexing is refused by its disaggregation rule",
-    "check_server_args | (self.enable_pdmux) | self.chunked_prefill_size == -1": "PD multiplexing is refused by its disaggregation rule",
-    "check_server_args | (self.enable_pdmux) | self.disable_overlap_schedule": "PD multiplexing is refused by its disaggregation rule",
-    "check_server_args | (self.model_impl == 'mindspore') | is_npu()": "depends on the device (Ascend NPU)",
-    "check_server_args | (not self.tokenizer_metrics_custom_labels_header and self.tokenizer_metrics_allowed_custom_labels) | raise":
-        "metrics labels are not set by the collection; SGLang reports it at start",
-    "check_server_args | (self.export_metrics_to_file and self.export_metrics_to_file_dir is None) | raise":
-        "metrics files are not set by the collection; SGLang reports it at start",
-    "check_server_args | (self.enable_quant_communications and self.tp_size == 1) | raise": "NPU only",
-    "check_server_args | (self.enable_quant_communications and self.device != 'npu') | raise": "depends on the device (NPU)",
-    "check_server_args | (self.enable_grpc and self.grpc_port is not None and (self.grpc_port == self.port)) | raise":
-        "the gRPC port comes from SGLANG_GRPC_PORT in the environment; the ports check covers the HTTP port",
-    "check_server_args | (self.gc_threshold) and (not 1 <= len(self.gc_threshold) <= 3) | raise":
-        "the flag table refuses gc_threshold without values; more than 3 is left to SGLang",
-    "_handle_context_parallelism | (self.enable_prefill_cp and self.cp_strategy is None) | raise":
-        "cp_strategy's default is set inside SGLang; not known before start",
-    "_handle_context_parallelism | (self.enable_prefill_context_parallel and self.enable_dsa_prefill_context_parallel) | raise":
-        "NSA (DeepSeek V3.2) prefill context parallelism is not used by GLM-5.2 fleets; SGLang reports it at start",
-}
-
-
-def rule_key(method, guard, asserts):
-    """How REVIEWED_METHODS' assertions are named in NOT_CHECKED."""
-    return f"{method} | {guard} | {asserts}"
-
-
 def _typed(value, kind):
-    if kind == "int":
-        number = float(value)
-        if number != int(number):
-            raise ValueError(value)
-        return int(number)
-    if kind == "float":
-        return float(value)
-    return str(value)
+    if kind == "int" and float(value) != int(float(value)):
+        raise ValueError(value)
+    return int(float(value)) if kind == "int" else float(value) if kind == "float" else str(value)
 
 
 def server_args(argv, start, table):
@@ -189,31 +137,25 @@ def server_args(argv, start, table):
     data parallelism DP attention and the DP LM head are off; under DP attention the chunked
     prefill size is divided by dp_size.
     """
-    flags, types, defaults = table.FLAGS, table.TYPES, table.DEFAULTS
-    values = {dest: defaults.get(dest) for dest, _kind, _choices, _replacement in flags.values()}
-    given = {}
-    index = start
+    types = table.TYPES
+    values = {entry[0]: table.DEFAULTS.get(entry[0]) for entry in table.FLAGS.values()}
+    given, index = {}, start
     while index < len(argv):
-        token = str(argv[index])
-        flag, _sep, inline = token.partition("=")
-        entry = flags.get(flag)
-        position = index
+        flag, _sep, inline = str(argv[index]).partition("=")
+        position, entry = index, table.FLAGS.get(flag)
         index += 1
         if entry is None:
             continue
-        dest, kind, _choices, _replacement = entry
-        if kind == "switch":
-            values[dest] = not flag.startswith("--no-")
-        else:
-            taken = [inline] if inline else []
-            while index < len(argv) and not str(argv[index]).startswith("--") and (kind == "list" or not taken):
-                taken.append(str(argv[index]))
-                index += 1
-            try:
-                values[dest] = [_typed(v, types.get(dest, "str")) for v in taken] if kind == "list" \
-                    else _typed(taken[0], types.get(dest, "str")) if taken else None
-            except ValueError:
-                values[dest] = None
+        dest, kind = entry[0], entry[1]
+        taken = [inline] if inline else []
+        while kind != "switch" and index < len(argv) and not str(argv[index]).startswith("--") and (kind == "list" or not taken):
+            taken.append(str(argv[index]))
+            index += 1
+        try:
+            values[dest] = (not flag.startswith("--no-") if kind == "switch" else [_typed(v, types.get(dest, "str")) for v in taken]
+                            if kind == "list" else _typed(taken[0], types.get(dest, "str")) if taken else None)
+        except ValueError:
+            values[dest] = None
         given[dest] = (position, values[dest])
     args = SimpleNamespace(**values)
     if (args.dp_size or 1) == 1:
@@ -241,22 +183,20 @@ def refused_rules(args):
 def _collection_rules(options):
     """[(option, problem, fix)]: values SGLang takes at start and fails on later."""
     found = []
-    fraction = options.get("mem_fraction_static")
-    if fraction not in (None, ""):
-        try:
-            if not 0 < float(fraction) < 1:
-                raise ValueError(fraction)
-        except (TypeError, ValueError):
-            found.append(("mem_fraction_static", "it is the fraction of GPU memory for weights and KV cache "
-                          "(SGLang fails allocating its KV cache beyond 1)", "write a number between 0 and 1, such as 0.85"))
-    page = options.get("page_size")
-    if page not in (None, ""):
-        try:
-            if int(page) < 1:
-                raise ValueError(page)
-        except (TypeError, ValueError):
-            found.append(("page_size", "SGLang wants a page size of at least 1 token", "write a positive whole number of tokens, such as 64"))
+    if options.get("mem_fraction_static") not in (None, "") and not _reads_as(options["mem_fraction_static"], float, lambda n: 0 < n < 1):
+        found.append(("mem_fraction_static", "it is the fraction of GPU memory for weights and KV cache "
+                      "(SGLang fails allocating its KV cache beyond 1)", "write a number between 0 and 1, such as 0.85"))
+    if options.get("page_size") not in (None, "") and not _reads_as(options["page_size"], int, lambda n: n >= 1):
+        found.append(("page_size", "SGLang wants a page size of at least 1 token", "write a positive whole number of tokens, such as 64"))
     return found
+
+
+def _reads_as(value, kind, valid):
+    """Whether VALUE converts to KIND and the number is VALID."""
+    try:
+        return valid(kind(value))
+    except (TypeError, ValueError):
+        return False
 
 
 def pd_check_sglang_values(model, hostvars):
@@ -265,19 +205,17 @@ def pd_check_sglang_values(model, hostvars):
     for worker in model["workers"]:
         launch, host = worker["launch"], worker["host"]
         what = f"{worker['mode']} worker {worker['name']}"
-        for option, problem, fix in _collection_rules(launch["options"]):
-            problems.append(variable_problem(host, option_variable(launch, option), launch["options"][option], f"{problem} ({what})", fix))
+        refused_values = _collection_rules(launch["options"])
+        problems += [variable_problem(host, option_variable(launch, option), launch["options"][option], f"{problem} ({what})", fix)
+                     for option, problem, fix in refused_values]
         version = worker_sglang_version(hostvars[host])
         table = load_flag_module(version)
-        if table is None or any(p[0] == "page_size" for p in _collection_rules(launch["options"])):
+        if table is None or any(option == "page_size" for option, _problem, _fix in refused_values):
             continue
         args, given = server_args(launch["argv"], launch["options_start"], table)
         for rule in refused_rules(args):
-            seen = ", ".join(
-                f"{option} = {show_value(given[option][1])} ({launch['origins'][given[option][0]]})" if option in given
-                else f"{option} = {show_value(getattr(args, option))} (SGLang's default)"
-                for option in rule.options())
-            problems.append((host, f"{seen}: SGLang {version} refuses this {what}: {rule.says} "
-                                   f"({SOURCE} ServerArgs.{rule.method}: {rule.asserts}); "
-                                   f"{rule.fix(args) if callable(rule.fix) else rule.fix}"))
+            seen = ", ".join(f"{option} = {show_value(given[option][1])} ({launch['origins'][given[option][0]]})" if option in given
+                             else f"{option} = {show_value(getattr(args, option))} (SGLang's default)" for option in rule.options())
+            problems.append((host, f"{seen}: SGLang {version} refuses this {what}: {rule.says} ({SOURCE} ServerArgs.{rule.method}: "
+                                   f"{rule.asserts}); {rule.fix(args) if callable(rule.fix) else rule.fix}"))
     return merge_problems(problems)

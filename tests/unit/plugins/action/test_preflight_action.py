@@ -48,6 +48,10 @@ def test_a_valid_inventory_passes_every_check_and_returns_the_plan():
     ({"sglang_pd_image_digest": "sha256:2d7471420f60"}, "image", "pinned by its full digest"),
     ({"sglang_worker_trust_remote_code": "false"}, "variables", '"false": a string, not a boolean'),
     ({"sglang_worker_kv_cache_dtype": "fp8"}, "variables", "did you mean"),
+    # Shapes the argument specs give: refused by the variables check, before the checks that read them.
+    ({"sglang_pd_decode_workers": "0-3"}, "variables", 'sglang_pd_decode_workers = "0-3": not a list'),
+    ({"sglang_pd_decode_workers": ["0-3"]}, "variables", 'sglang_pd_decode_workers[0] = "0-3": not a dict'),
+    ({"sglang_pd_image_artifacts": {"path": "/a"}}, "variables", "sglang_pd_image_artifacts = {\"path\": \"/a\"}: not a list"),
 ])
 def test_the_first_failing_check_is_named_with_its_problems(overrides, check, fragment):
     result = run_action(**overrides)

@@ -11,7 +11,7 @@ import yaml
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.mindverse.sglang_pd.plugins.filter import firewall
-from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight import checks
+from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight import checks, model as preflight_model
 from preflight_engine import resolver
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
@@ -79,7 +79,7 @@ def test_what_the_firewall_refuses(overrides, message):
 
 def test_the_preflight_wants_the_networks_unless_the_firewall_is_off():
     groups, hostvars = fleet(d0={"sglang_pd_client_cidrs": None})
-    model = checks.pd_model(groups, hostvars, resolver({}))
+    model = preflight_model.pd_model(groups, hostvars, resolver({}))
     problems = checks.pd_check_firewall(model, groups, hostvars)
     assert len(problems) == 1 and problems[0].startswith("d0: sglang_pd_client_cidrs = null: the firewall admits")
     hostvars["d0"]["sglang_firewall_enabled"] = False

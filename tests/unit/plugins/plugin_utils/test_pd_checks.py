@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight import checks, inputs
+from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight import checks, inputs, model as preflight_model, router_rules
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.problems import merge_problems
 from preflight_engine import DEFAULTS, TEMPLAR, resolver, trusted
 
@@ -35,14 +35,14 @@ def inventory(**host_overrides):
 
 
 def model_of(groups, hostvars):
-    return checks.pd_model(groups, hostvars, resolver())
+    return preflight_model.pd_model(groups, hostvars, resolver())
 
 
 def all_problems(groups, hostvars):
     model = model_of(groups, hostvars)
     return (checks.pd_check_build(model) + checks.pd_check_names(model) + checks.pd_check_addresses(model, hostvars)
             + checks.pd_check_ports(model) + checks.pd_check_gpus(model, hostvars) + checks.pd_check_ib_devices(model)
-            + checks.pd_check_flags(model, hostvars) + checks.pd_check_router(model)
+            + checks.pd_check_flags(model, hostvars) + router_rules.pd_check_router(model)
             + checks.pd_check_image(hostvars, list(hostvars)) + checks.pd_check_worker_specs(hostvars, groups)
             + checks.pd_check_model_weights(hostvars, list(hostvars)))
 
@@ -208,12 +208,12 @@ def test_worker_group_with_several_workers_is_refused():
 
 def test_a_router_without_key_is_refused_unless_allowed():
     groups, hostvars = inventory(d0={"sglang_router_api_key": ""})
-    problems = checks.pd_check_router(model_of(groups, hostvars))
+    problems = router_rules.pd_check_router(model_of(groups, hostvars))
     assert len(problems) == 1 and problems[0].startswith('d0: sglang_router_api_key = "": empty')
     hostvars["d0"]["sglang_router_allow_unauthenticated"] = True
-    assert checks.pd_check_router(model_of(groups, hostvars)) == []
+    assert router_rules.pd_check_router(model_of(groups, hostvars)) == []
     hostvars["d0"]["sglang_router_allow_unauthenticated"] = "true"
-    assert checks.pd_check_router(model_of(groups, hostvars)) != []
+    assert router_rules.pd_check_router(model_of(groups, hostvars)) != []
 
 
 def test_the_workers_follow_the_router_key_and_another_key_is_refused_unshown():
@@ -221,11 +221,11 @@ def test_the_workers_follow_the_router_key_and_another_key_is_refused_unshown():
     model = model_of(groups, hostvars)
     assert {w["launch"]["secret"]["args"][1] for w in model["workers"]} == {"k-unit"}
     groups, hostvars = inventory(p0={"sglang_worker_api_key": "other-key-1"})
-    problems = checks.pd_check_router(model_of(groups, hostvars))
+    problems = router_rules.pd_check_router(model_of(groups, hostvars))
     assert len(problems) == 1 and problems[0].startswith("p0: sglang_worker_api_key = <redacted>: not the key of the router on d0")
     assert "other-key-1" not in problems[0] and "k-unit" not in problems[0]
     groups, hostvars = inventory(p0={"sglang_router_api_key": ""})
-    assert any(p.startswith("p0: sglang_worker_api_key") for p in checks.pd_check_router(model_of(groups, hostvars)))
+    assert any(p.startswith("p0: sglang_worker_api_key") for p in router_rules.pd_check_router(model_of(groups, hostvars)))
 
 
 @pytest.mark.parametrize("variable, value", [
@@ -244,10 +244,10 @@ def test_a_worker_key_on_the_command_line_is_refused_unshown(variable, value):
 
 def test_metrics_on_a_host_name_need_an_address():
     groups, hostvars = inventory(d0={"sglang_pd_service_address": "localhost"})
-    problems = checks.pd_check_router(model_of(groups, hostvars))
+    problems = router_rules.pd_check_router(model_of(groups, hostvars))
     assert any("the metrics would listen on the service address localhost" in p for p in problems)
     hostvars["d0"]["sglang_router_prometheus_host"] = "10.0.0.2"
-    assert checks.pd_check_router(model_of(groups, hostvars)) == []
+    assert router_rules.pd_check_router(model_of(groups, hostvars)) == []
 
 
 SHA = "3f" * 32
