@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from ansible_collections.mindverse.sglang_pd.plugins.filter.pd import ROUTER_OPTION_VARS
+from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.service_plan import ROUTER_OPTION_VARS
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.checks import check_argv, flag_value_problem
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.problems import merge_problems, suggest, variable_problem
 from ansible_collections.mindverse.sglang_pd.plugins.module_utils import (
