@@ -576,7 +576,7 @@ def worker_container(worker, role_vars, launch, devices=None, groups=None):
 
 def router_container(role_vars, launch):
     """The container of the router (its workers come from a second env file, rewritten on scale)."""
-    name = router_name(role_vars)
+    name = role_vars.get("sglang_router_name") or "sglang-router"
     files = pd_service_files(name, role_vars.get("sglang_service_config_dir"))
     return {
         "name": name,
@@ -589,11 +589,6 @@ def router_container(role_vars, launch):
         "labels": pd_service_labels({"name": name, "mode": "router", "port": launch["options"]["port"]}),
         "extra_args": _list(role_vars, "sglang_router_docker_extra_args"),
     }
-
-
-def router_name(role_vars):
-    """The router's service and container name."""
-    return role_vars.get("sglang_router_name") or "sglang-router"
 
 
 def worker_description(worker):
