@@ -19,12 +19,11 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.mindverse.sglang_pd.plugins.filter.pd import (
     MODES,
-    WORKER_MODE_EXTRA_ARGS,
     pd_workers,
     router_metrics_url,
     service_address,
-    worker_options,
 )
+from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.service_plan import WORKER_MODE_EXTRA_ARGS, worker_options
 
 DEFAULT_NODE_EXPORTER_PORT = 9100
 JOBS = ("sglang_router", "sglang_worker", "node", "amd_device_metrics")

@@ -25,7 +25,8 @@ import ipaddress
 from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.mindverse.sglang_pd.plugins.filter.pd import WORKER_ENV_VARS, worker_gpu_keys, worker_ib_device, worker_nics
+from ansible_collections.mindverse.sglang_pd.plugins.filter.pd import worker_gpu_keys, worker_ib_device, worker_nics
+from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.service_plan import WORKER_ENV_VARS
 
 NEARNESS = ("pcie_switch", "numa", "none")
 

@@ -20,15 +20,19 @@ pytest.importorskip('ansible_runner')
 
 ROLES = os.path.join(REPO, 'roles')
 CONFIG_DIR = '/srv/pd/etc'
-# What each host reports: the URLs and the files its services' containers read.
+# The values of one docker run option (FLAG) among a plan's docker_args (PLANS: a list of plans).
+OPTION_VALUES = ("{{{{ {plans} | map(attribute='docker_args') | flatten | zip(({plans} | map(attribute='docker_args') | flatten)[1:])"
+                 " | selectattr('0', 'equalto', '{flag}') | map(attribute='1') | list }}}}")
+# Every plan of this host's workers, with an API key (so that each mounts its secret file).
+WORKER_PLANS = ("(__sglang_worker_here | map('mindverse.sglang_pd.sglang_worker_plan',"
+                " __sglang_worker_vars | combine({'sglang_worker_api_key': 'k'})) | list)")
+ROUTER_PLANS = "([__sglang_router_plan] if 'sglang_router' in group_names else [])"
+# What each host reports: the URLs and the files its services' containers read (from their plans).
 REPORT = {
     'router_url': "{{ __sglang_router_url if 'sglang_router' in group_names else '' }}",
-    'router_env_files': ("{{ ([__sglang_router_container.env_file] + __sglang_router_container.env_files)"
-                         " if 'sglang_router' in group_names else [] }}"),
-    'worker_env_files': "{{ __sglang_worker_here | map('mindverse.sglang_pd.sglang_worker_container', "
-                        "__sglang_worker_vars, {'secret': {'args': ['--api-key', 'k']}}) | map(attribute='env_file') | list }}",
-    'worker_volumes': "{{ __sglang_worker_here | map('mindverse.sglang_pd.sglang_worker_container', "
-                      "__sglang_worker_vars, {'secret': {'args': ['--api-key', 'k']}}) | map(attribute='volumes') | flatten | list }}",
+    'router_env_files': OPTION_VALUES.format(plans=ROUTER_PLANS, flag='--env-file'),
+    'worker_env_files': OPTION_VALUES.format(plans=WORKER_PLANS, flag='--env-file'),
+    'worker_volumes': OPTION_VALUES.format(plans=WORKER_PLANS, flag='--volume'),
 }
 
 

@@ -63,7 +63,7 @@ def test_the_failure_shows_the_end_of_the_log_without_the_key(tmp_path, crashed_
         playbook=str(playbook),
         inventory='localhost ansible_connection=local ansible_python_interpreter=' + sys.executable,
         extravars={'__sglang_worker_here': [worker], 'sglang_worker_health_timeout': 2,
-                   '__sglang_worker_launch': {'secret': {'args': ['--api-key', KEY]}}},
+                   '__sglang_worker_plan': {'secret': {'args': ['--api-key', KEY]}}},
         envvars={'ANSIBLE_CONFIG': os.path.join(REPO, 'ansible.cfg'),
                  'ANSIBLE_COLLECTIONS_PATH': os.path.join(REPO, '.cache', 'collections'),
                  'ANSIBLE_NOCOLOR': 'true'},

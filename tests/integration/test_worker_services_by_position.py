@@ -21,6 +21,10 @@ import yaml
 ansible_runner = pytest.importorskip('ansible_runner')
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
+# Each worker's plan, named after the worker of the loop (the role's own plan needs the node).
+PLAN = ("{{ {'name': __sglang_worker.name, 'description': 'test worker', 'docker_argv': ['docker', 'run', '--detach', 'image'],"
+        " 'script': '#!/bin/sh\\n', 'env': {}, 'secret': {}, 'secret_file': '', 'stop_timeout': 120,"
+        " 'ready_gate': {}} }}")
 WORKERS = {'host-a': ['sglang-prefill'], 'host-b': ['sglang-decode'], 'host-c': ['sglang-decode', 'sglang-decode-1']}
 
 # Fixture: systemd is not PID 1 on this machine; this answers as systemd does for a unit that is
@@ -66,9 +70,7 @@ def test_each_position_runs_on_every_host_at_once_with_that_hosts_worker(tmp_pat
         private_data_dir=str(tmp_path / 'runner'),
         playbook=str(playbook),
         inventory=_inventory(),
-        extravars={'__sglang_worker_plan_only': True, '__sglang_worker_description': 'test worker',
-                   '__sglang_worker_env': {}, '__sglang_worker_launch': {'secret': {}}, '__sglang_worker_secret_file': '',
-                   '__sglang_worker_docker_argv': ['docker', 'run', '--detach', 'image']},
+        extravars={'__sglang_worker_plan_only': True, '__sglang_worker_plan': PLAN},
         envvars={'ANSIBLE_CONFIG': os.path.join(REPO, 'ansible.cfg'),
                  'ANSIBLE_COLLECTIONS_PATH': os.path.join(REPO, '.cache', 'collections'),
                  'ANSIBLE_NOCOLOR': 'true', 'PATH': f"{fake_bin}{os.pathsep}{os.environ['PATH']}"},

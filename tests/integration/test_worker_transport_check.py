@@ -103,7 +103,7 @@ def _run_gate(tmp_path, url, logs, require_rdma, changed=()):
         playbook=str(playbook),
         inventory='localhost ansible_connection=local ansible_python_interpreter=' + sys.executable,
         extravars={'__sglang_worker_here': [worker], 'sglang_worker_health_timeout': 30,
-                   '__sglang_worker_launch': {'secret': {}, 'options': {'disaggregation_transfer_backend': 'mooncake'}},
+                   '__sglang_worker_plan': {'secret': {}, 'launch': {'options': {'disaggregation_transfer_backend': 'mooncake'}}},
                    'sglang_pd_require_rdma': require_rdma, 'sglang_service_changed_names': list(changed)},
         envvars={'ANSIBLE_CONFIG': str(REPO / 'ansible.cfg'),
                  'ANSIBLE_COLLECTIONS_PATH': str(REPO / '.cache' / 'collections'),

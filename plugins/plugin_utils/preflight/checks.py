@@ -27,14 +27,8 @@ from ansible_collections.mindverse.sglang_pd.plugins.module_utils._layout import
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.inputs import type_problem
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.problems import (
     merge_problems, show_value, suggest, variable_problem)
-from ansible_collections.mindverse.sglang_pd.plugins.filter.pd import (
-    FIXED_WORKER_OPTIONS,
-    MODES,
-    REDACTED,
-    SECRET_NAME,
-    parse_gpus,
-    WORKER_SPEC_KEYS,
-)
+from ansible_collections.mindverse.sglang_pd.plugins.filter.pd import MODES, WORKER_SPEC_KEYS, parse_gpus
+from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.service_plan import FIXED_WORKER_OPTIONS, REDACTED, SECRET_NAME
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.model import COLLECTION_PREFIXES, PD_GROUPS
 
 DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")

@@ -15,7 +15,7 @@ import posixpath
 import re
 from collections.abc import Mapping
 
-from ansible_collections.mindverse.sglang_pd.plugins.filter.pd import WORKER_ENV_VARS
+from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.service_plan import WORKER_ENV_VARS
 from ansible_collections.mindverse.sglang_pd.plugins.module_utils._layout import endpoint_problem
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.problems import merge_problems, variable_problem
 

@@ -13,13 +13,10 @@ from collections.abc import Mapping
 
 from ansible_collections.mindverse.sglang_pd.plugins.module_utils._layout import VARIABLE_PREFIXES
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.problems import merge_problems
-from ansible_collections.mindverse.sglang_pd.plugins.filter.pd import (
-    MODES,
-    pd_workers,
-    resolve_service_address,
-    router_launch,
-    worker_launch,
-)
+from ansible import constants as C
+
+from ansible_collections.mindverse.sglang_pd.plugins.filter.pd import MODES, pd_workers, resolve_service_address
+from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.service_plan import router_plan, worker_plan
 
 PD_GROUPS = ("sglang_router", "sglang_prefill", "sglang_decode")
 # The roles whose variables the preflight resolves per host (their defaults, templated by Ansible).
@@ -107,11 +104,12 @@ def pd_model(groups, hostvars, role_variables):
     ``role_variables(host, variables, role)`` returns ``(values, errors)``: the variables role
     ``sglang_worker`` or ``sglang_router`` gets on the host, its defaults templated by Ansible
     (``inputs.role_variables``). Returns a dict with ``hosts``, ``workers`` (all node ranks,
-    each with its ``launch``), ``routers`` and ``errors`` (problems found while building: they
-    are reported by pd_check_build).
+    each with its ``plan``, the one its role runs, and that plan's ``launch``), ``routers`` (the
+    same), ``errors`` (problems found while building: they are reported by pd_check_build) and
+    ``managed`` (the launch scripts' header).
     """
     errors = []
-    model = {"hosts": {}, "workers": [], "routers": [], "errors": errors, "groups": {}}
+    model = {"hosts": {}, "workers": [], "routers": [], "errors": errors, "groups": {}, "managed": C.DEFAULT_MANAGED_STR}
     for name in PD_GROUPS:
         model["groups"][name] = list(groups.get(name) or [])
     pd_hosts = []
@@ -146,7 +144,8 @@ def pd_model(groups, hostvars, role_variables):
         for worker in workers:
             role_vars = model["hosts"][worker["host"]]["role_vars"]["sglang_worker"]
             try:
-                worker["launch"] = worker_launch(worker, role_vars)
+                worker["plan"] = worker_plan(worker, role_vars, managed=model["managed"])
+                worker["launch"] = worker["plan"]["launch"]
             except Exception as exc:  # pylint: disable=broad-except
                 errors.append((worker["host"], f"the {mode} worker {worker['name']} cannot be built: {exc}"))
                 continue
@@ -157,11 +156,11 @@ def pd_model(groups, hostvars, role_variables):
         info = model["hosts"][host]
         role_vars = info["role_vars"]["sglang_router"]
         try:
-            launch = router_launch(prefills, decodes, role_vars, info["address"] or host,
-                                   listen_all=hostvars[host].get("sglang_pd_listen_all") is True)
+            plan = router_plan(prefills, decodes, role_vars, info["address"] or host,
+                               listen_all=hostvars[host].get("sglang_pd_listen_all") is True, managed=model["managed"])
         except Exception as exc:  # pylint: disable=broad-except
             errors.append((host, f"the router cannot be built: {exc}"))
             continue
-        model["routers"].append({"host": host, "address": info["address"], "launch": launch, "role_vars": role_vars,
-                                 "listen_all": hostvars[host].get("sglang_pd_listen_all") is True})
+        model["routers"].append({"host": host, "address": info["address"], "plan": plan, "launch": plan["launch"],
+                                 "role_vars": role_vars, "listen_all": hostvars[host].get("sglang_pd_listen_all") is True})
     return model

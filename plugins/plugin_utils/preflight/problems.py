@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from ansible_collections.mindverse.sglang_pd.plugins.filter.pd import REDACTED, SECRET_NAME
+from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.service_plan import REDACTED, SECRET_NAME
 
 
 class Problem(NamedTuple):

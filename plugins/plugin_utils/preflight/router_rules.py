@@ -21,7 +21,8 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Mapping
 
-from ansible_collections.mindverse.sglang_pd.plugins.filter.pd import REDACTED, ROUTER_OPTION_VARS, first_admin_key
+from ansible_collections.mindverse.sglang_pd.plugins.filter.pd import first_admin_key
+from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.service_plan import REDACTED, ROUTER_OPTION_VARS
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.checks import check_argv, flag_value_problem
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.problems import merge_problems, suggest, variable_problem
 from ansible_collections.mindverse.sglang_pd.plugins.module_utils import (

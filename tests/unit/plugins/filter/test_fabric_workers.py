@@ -10,6 +10,7 @@ import pytest
 
 from ansible_collections.mindverse.sglang_pd.plugins.filter import pd, topology
 from ansible_collections.mindverse.sglang_pd.plugins.module_utils import _amdgpu, _rdma
+from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils import service_plan as sp
 from ansible_collections.mindverse.sglang_pd.tests.unit import sysfs_fixtures as fx
 
 CIDR = "10.0.0.0/24"
@@ -40,7 +41,7 @@ def role_vars(node_fabric, ib_device="auto", **more):
 
 
 def ib_flag(one, variables):
-    argv = pd.worker_options(one, variables)[0]["disaggregation_ib_device"]
+    argv = sp.worker_options(one, variables)[0]["disaggregation_ib_device"]
     return json.loads(argv) if argv and argv.startswith("{") else argv
 
 
@@ -104,15 +105,15 @@ def test_roce_with_a_routable_v2_gid_passes_and_its_index_becomes_mc_gid_index(t
     node = fabric(roce_node(tmp_path))
     assert node["gid_index"] == dict((nic, 3) for nic in fx.IB_DEVICES)
     assert topology.fabric_worker_problems(node, "d0", [worker()], role_vars(node), CIDR) == []
-    assert pd.worker_env(worker(), role_vars(node))["MC_GID_INDEX"] == "3"
+    assert sp.worker_env(worker(), role_vars(node))["MC_GID_INDEX"] == "3"
 
 
 def test_mc_gid_index_set_in_the_inventory_wins(tmp_path):
     node = fabric(roce_node(tmp_path))
-    assert pd.worker_env(worker(env={"MC_GID_INDEX": 5}), role_vars(node))["MC_GID_INDEX"] == "5"
+    assert sp.worker_env(worker(env={"MC_GID_INDEX": 5}), role_vars(node))["MC_GID_INDEX"] == "5"
     variables = role_vars(node, sglang_worker_mooncake_env={"MC_GID_INDEX": 1})
-    assert pd.worker_env(worker(), variables)["MC_GID_INDEX"] == "1"
-    assert "MC_GID_INDEX" not in pd.worker_env(worker(), role_vars(None))
+    assert sp.worker_env(worker(), variables)["MC_GID_INDEX"] == "1"
+    assert "MC_GID_INDEX" not in sp.worker_env(worker(), role_vars(None))
 
 
 def test_roce_with_only_link_local_gids_is_refused(tmp_path):
@@ -122,7 +123,7 @@ def test_roce_with_only_link_local_gids_is_refused(tmp_path):
     assert len(problems) == 8
     assert problems[0].startswith("d0: NIC mlx5_ib0 port 1 (GPU 0) is RoCE without a RoCE v2 GID in 10.0.0.0/24")
     assert "Give its network device eth0 an address in 10.0.0.0/24" in problems[0]
-    assert "MC_GID_INDEX" not in pd.worker_env(worker(), role_vars(node))
+    assert "MC_GID_INDEX" not in sp.worker_env(worker(), role_vars(node))
 
 
 def test_roce_nics_with_different_gid_indexes_are_refused_unless_mc_gid_index_is_set(tmp_path):
