@@ -579,7 +579,7 @@ def test_rolling_upgrade_of_a_one_prefill_fleet_refuses_before_anything_moves(tm
     assert not [e for e in result.task_events() if e['event'] == 'runner_on_unreachable'], 'a host was contacted'
     # Only actions that run on the controller ran: nothing was pulled, stopped or restarted.
     actions = {e['event_data'].get('task_action') for e in result.task_events()}
-    assert actions <= {'ansible.builtin.assert', 'ansible.builtin.set_fact', 'ansible.builtin.include_tasks',
+    assert actions <= {'ansible.builtin.assert', 'ansible.builtin.set_fact', 'ansible.builtin.include_role', 'ansible.builtin.include_tasks',
                        'ansible.builtin.validate_argument_spec', 'ansible.builtin.meta', 'ansible.builtin.debug',
                        'mindverse.sglang_pd.preflight'}, actions
 
