@@ -23,7 +23,7 @@ import yaml
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 OUTPUT = os.path.join(REPO, 'docs', 'variables.md')
-INTERNAL_ROLES = {'sglang_service'}
+INTERNAL_ROLES = {'sglang_roll', 'sglang_service'}
 
 
 def _markup(text):
@@ -103,7 +103,8 @@ def generate():
     for spec_path in sorted(glob.glob(os.path.join(REPO, 'roles', '*', 'meta', 'argument_specs.yml'))):
         role_dir = os.path.dirname(os.path.dirname(spec_path))
         role = os.path.basename(role_dir)
-        main = (_load(spec_path).get('argument_specs') or {}).get('main') or {}
+        specs = _load(spec_path).get('argument_specs') or {}
+        main = specs.get('main') or {}
         defaults_path = os.path.join(role_dir, 'defaults', 'main.yml')
         defaults = _load(defaults_path) if os.path.exists(defaults_path) else {}
         lines += [f'## Role `{role}`' + (' (internal)' if role in INTERNAL_ROLES else ''), '']
@@ -112,6 +113,10 @@ def generate():
         options = main.get('options') or {}
         if options:
             lines += _table(options, defaults)
+        elif not main:
+            # A role the playbooks call only through its other entry points: their inputs are the calls' own.
+            lines.append('Entry points ' + ', '.join(f'`{name}`' for name in specs)
+                         + f' only, called by the playbooks (`roles/{role}/meta/argument_specs.yml`).')
         else:
             lines.append('No variables.')
         lines.append('')

@@ -515,11 +515,10 @@ def test_valid_inventory_passes_and_is_checked_once_per_run(tmp_path):
     assert result.count('Remember that this run\'s inventory passed') == 1
     assert not [e for e in result.task_events() if e['event'] == 'runner_on_unreachable']
     # Besides the preflight on localhost only controller-side actions run for the hosts: the roles'
-    # argument validation (tagged always by Ansible) and the host stack's grouping (group_by, and the
-    # settled guard's meta), none of which connects.
+    # argument validation (tagged always by Ansible) and the host stack's grouping (group_by), none
+    # of which connects.
     others = {e['event_data'].get('task_action') for e in result.task_events() if e['event_data']['host'] != 'localhost'}
-    assert others <= {'ansible.builtin.validate_argument_spec', 'validate_argument_spec', 'ansible.builtin.group_by',
-                      'ansible.builtin.meta'}, others
+    assert others <= {'ansible.builtin.validate_argument_spec', 'validate_argument_spec', 'ansible.builtin.group_by'}, others
 
 
 # The run switches an operator types on the command line (docs/operations.md), each as the
@@ -579,7 +578,7 @@ def test_rolling_upgrade_of_a_one_prefill_fleet_refuses_before_anything_moves(tm
     assert not [e for e in result.task_events() if e['event'] == 'runner_on_unreachable'], 'a host was contacted'
     # Only actions that run on the controller ran: nothing was pulled, stopped or restarted.
     actions = {e['event_data'].get('task_action') for e in result.task_events()}
-    assert actions <= {'ansible.builtin.assert', 'ansible.builtin.set_fact', 'ansible.builtin.include_tasks',
+    assert actions <= {'ansible.builtin.assert', 'ansible.builtin.set_fact', 'ansible.builtin.include_role', 'ansible.builtin.include_tasks',
                        'ansible.builtin.validate_argument_spec', 'ansible.builtin.meta', 'ansible.builtin.debug',
                        'mindverse.sglang_pd.preflight'}, actions
 

@@ -44,3 +44,11 @@ def test_no_playbook_reads_a_roles_private_variable():
     found = [f"{path.relative_to(REPO)}: {match}" for path in sorted(REPO.glob("playbooks/**/*.yml"))
              for match in private.findall(path.read_text())]
     assert found == []
+
+
+def test_no_playbook_reads_rolling_state():
+    # The rolling restart's state lives in the sglang_roll role: a playbook passes its inputs as the
+    # role's arguments and reads only the facts its entry points document.
+    found = [f"{path.relative_to(REPO)}: {match}" for path in sorted(REPO.glob("playbooks/**/*.yml")) + [REPO / "site.yml"]
+             for match in re.findall(r"\b__roll_\w+", path.read_text())]
+    assert found == []
