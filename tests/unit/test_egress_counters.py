@@ -16,13 +16,17 @@ LISTING = """Chain SGLANG_PD_EGRESS (1 references)
     pkts      bytes target     prot opt in     out     source               destination
       12     4800 RETURN     0    --  *      *       0.0.0.0/0            198.51.100.7         /* sglang-pd egress: package mirror */
        3      120 RETURN     0    --  *      *       0.0.0.0/0            198.51.100.8         /* sglang-pd egress: package mirror */
+      24     1572 RETURN     17   --  *      *       0.0.0.0/0            198.51.100.53        udp dpt:53 /* sglang-pd egress: name server */
+       0        0 RETURN     6    --  *      *       0.0.0.0/0            198.51.100.53        tcp dpt:53 /* sglang-pd egress: name server */
+       2      120 LOG        0    --  *      *       0.0.0.0/0            0.0.0.0/0            limit: avg 20/min burst 20 LOG flags 0 level 4 prefix "sglang-pd egress: "
        2      120 RETURN     0    --  *      *       0.0.0.0/0            0.0.0.0/0            /* sglang-pd egress: outside the fleet */
 """
 
 
-def test_packets_outside_the_fleet_are_counted_apart_from_the_mirror():
+def test_packets_outside_the_fleet_are_counted_apart_from_the_mirror_and_the_name_servers():
     assert egress_counters.counters(LISTING) == {
         'package mirror': {'packets': 15, 'bytes': 4920},
+        'name server': {'packets': 24, 'bytes': 1572},
         'outside the fleet': {'packets': 2, 'bytes': 120},
     }
 
