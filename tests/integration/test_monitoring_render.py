@@ -3,7 +3,7 @@
 """The sglang_monitoring role's files, rendered by Ansible for the example and local inventories,
 checked by promtool (Debian's prometheus, installed by scripts/setup/test_tools.sh).
 
-The render (tasks_from: render.yml) touches no host. For each inventory the test runs
+The render (tasks_from: render) touches no host. For each inventory the test runs
 `promtool check config` on prometheus.yml (which checks the rules file it names too),
 `promtool check rules` on the rules, and `promtool test rules` with series that make each PD
 alert fire (and not fire), so the rules are tested against the plan's worker URLs.
@@ -35,7 +35,7 @@ PLAYBOOK = """
     - name: Render this host's Prometheus files
       ansible.builtin.include_role:
         name: mindverse.sglang_pd.sglang_monitoring
-        tasks_from: render.yml
+        tasks_from: render
 """
 # inventory: (the host Prometheus is rendered for, its service address, the router's host and address,
 # prefill worker URLs, decode worker URLs)
