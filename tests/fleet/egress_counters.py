@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Read or zero the kernel's count of packets the fleet network sent off the machine.
 
 scripts/setup/egress_counters.sh installs the counting chain (SGLANG_PD_EGRESS). `read` prints

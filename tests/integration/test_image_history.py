@@ -34,7 +34,7 @@ def read(tmp_path_factory):
     """What the role reads on each host of CASES (one Ansible run, a local host per case)."""
     tmp_path = tmp_path_factory.mktemp('history')
     hosts = {}
-    for host, (now, before, _) in CASES.items():
+    for host, (now, before, _expected) in CASES.items():
         paths = {'history_now': str(tmp_path / host / 'lib' / 'image-history.json'),
                  'history_before': str(tmp_path / host / 'old' / 'image-history.json')}
         for name, content in (('history_now', now), ('history_before', before)):

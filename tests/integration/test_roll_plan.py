@@ -66,8 +66,8 @@ def _playbook(kind, restarting, batch_plays):
 def _batch_play(group):
     return {'name': 'Run the batches of ' + group, 'hosts': "{{ groups['%s'] | default([]) }}" % group, 'gather_facts': False,
             'serial': "{{ sglang_pd_serial | default(1) }}", 'max_fail_percentage': 0,
-            'tasks': [{'name': 'Run this batch', 'ansible.builtin.include_role': {'name': 'mindverse.sglang_pd.sglang_roll',
-                                                                                   'tasks_from': 'batch'}}]}
+            'tasks': [{'name': 'Run this batch',
+                       'ansible.builtin.include_role': {'name': 'mindverse.sglang_pd.sglang_roll', 'tasks_from': 'batch'}}]}
 
 
 class Roll:

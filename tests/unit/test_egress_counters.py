@@ -18,7 +18,7 @@ LISTING = """Chain SGLANG_PD_EGRESS (1 references)
        3      120 RETURN     0    --  *      *       0.0.0.0/0            198.51.100.8         /* sglang-pd egress: package mirror */
       24     1572 RETURN     17   --  *      *       0.0.0.0/0            198.51.100.53        udp dpt:53 /* sglang-pd egress: name server */
        0        0 RETURN     6    --  *      *       0.0.0.0/0            198.51.100.53        tcp dpt:53 /* sglang-pd egress: name server */
-       2      120 LOG        0    --  *      *       0.0.0.0/0            0.0.0.0/0            limit: avg 20/min burst 20 LOG flags 0 level 4 prefix "sglang-pd egress: "
+       2      120 LOG        0    --  *      *       0.0.0.0/0            0.0.0.0/0            limit: avg 20/min burst 20 LOG
        2      120 RETURN     0    --  *      *       0.0.0.0/0            0.0.0.0/0            /* sglang-pd egress: outside the fleet */
 """
 

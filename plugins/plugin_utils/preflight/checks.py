@@ -542,8 +542,8 @@ def _gpu_problems(worker, variable, raw, gpus, taken, isolation):
             break
         taken[gpu] = f"{mode} worker {worker['name']}"
     options = worker["launch"]["options"]
-    tp, dp, pp = (int_option(options, *names) for names in (("tp_size", "tensor_parallel_size"), ("dp_size", "data_parallel_size"),
-                                                             ("pp_size", "pipeline_parallel_size")))
+    sizes = (("tp_size", "tensor_parallel_size"), ("dp_size", "data_parallel_size"), ("pp_size", "pipeline_parallel_size"))
+    tp, dp, pp = (int_option(options, *names) for names in sizes)
     if None in (tp, dp, pp):
         return problems + [variable_problem(host, "sglang_worker_tp_size / dp_size / pp_size", [tp, dp, pp], "not integers", "write whole numbers")]
     dp_attention = options.get("enable_dp_attention") is True

@@ -120,6 +120,7 @@ RULES = (
          "moe_dp_size must be 1 or equal attn_cp_size", "write moe_dp_size: 1, or the attn_cp_size"),
 )
 
+
 def _typed(value, kind):
     if kind == "int" and float(value) != int(float(value)):
         raise ValueError(value)

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from ansible_collections.mindverse.sglang_pd.plugins.filter import pd, topology
+from ansible_collections.mindverse.sglang_pd.plugins.filter import topology
 from ansible_collections.mindverse.sglang_pd.plugins.module_utils import _amdgpu, _rdma
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils import service_plan as sp
 from ansible_collections.mindverse.sglang_pd.tests.unit import sysfs_fixtures as fx

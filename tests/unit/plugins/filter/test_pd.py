@@ -9,6 +9,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.mindverse.sglang_pd.plugins.filter import pd
 
+
 def workers(hostvars, mode, ranks="serving"):
     return pd.pd_workers(list(hostvars), hostvars, mode, ranks)
 

@@ -468,12 +468,12 @@ def test_redact_values_hides_every_secret_of_a_service():
 # --------------------------------------------------------------------------- containers, scripts, plans
 
 CONTAINER_WORKER = {"host": "n0", "name": "sglang-prefill", "mode": "prefill", "port": 30100, "bootstrap_port": 8998,
-          "nnodes": 1, "node_rank": 0, "serves_http": True, "url": "http://10.0.0.10:30100"}
+                    "nnodes": 1, "node_rank": 0, "serves_http": True, "url": "http://10.0.0.10:30100"}
 CONTAINER_VARS = {"sglang_worker_shm_size": "64g", "sglang_worker_privileged": False,
-             "sglang_worker_devices": ["/dev/kfd", "/dev/dri"], "sglang_worker_groups": ["video"],
-             "sglang_worker_capabilities": ["SYS_PTRACE"], "sglang_worker_security_opts": [],
-             "sglang_worker_ulimits": ["memlock=-1:-1"], "sglang_worker_volumes": ["/m:/models:ro"],
-             "sglang_worker_docker_extra_args": ["--pids-limit", "4096"]}
+                  "sglang_worker_devices": ["/dev/kfd", "/dev/dri"], "sglang_worker_groups": ["video"],
+                  "sglang_worker_capabilities": ["SYS_PTRACE"], "sglang_worker_security_opts": [],
+                  "sglang_worker_ulimits": ["memlock=-1:-1"], "sglang_worker_volumes": ["/m:/models:ro"],
+                  "sglang_worker_docker_extra_args": ["--pids-limit", "4096"]}
 
 
 def test_a_services_container_reads_its_files_from_sglang_service_config_dir():
