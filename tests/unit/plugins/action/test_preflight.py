@@ -1,6 +1,8 @@
 # Copyright: mindverse
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The preflight action on in-memory inventories: the collection's own defaults and specs, Ansible's templar.
+"""mindverse.sglang_pd.preflight on in-memory inventories: the collection's own defaults and specs, Ansible's templar.
+
+plugins/modules/preflight.py documents it; plugins/action/preflight.py runs it (the module has no code of its own).
 
 The same action runs end to end through site.yml in tests/integration/test_preflight.py.
 """
