@@ -30,43 +30,32 @@ ROUTER_FLAGS_GIVEN = "given by sglang_router_render_flags"
 HOST_DEPENDENT = "devices are passed only when they exist on the host; groups are passed as the host's GIDs"
 
 
-def _worker_doc(worker, plan):
+def _service_doc(host, role, plan):
+    """What every service's render shows: its image, docker run options, argv and environment, and
+    what the root-only secret file holds (the launcher reads it in-process), values redacted."""
     launch = plan["launch"]
-    return {
-        "host": worker["host"],
-        "service": plan["name"],
-        "role": "sglang_worker",
-        "mode": worker["mode"],
-        "url": worker["url"] if worker["serves_http"] else None,
-        "node_rank": worker["node_rank"],
-        "nnodes": worker["nnodes"],
-        "image": plan["image"],
-        "docker_args": plan["docker_args"],
-        "argv": launch["argv"],
-        "env": launch["env"],
-        # What the root-only secret file holds (the launcher reads it in-process), values redacted.
-        "secret": launch["secret_redacted"],
-        "host_dependent": HOST_DEPENDENT,
-    }
+    return {"host": host, "service": plan["name"], "role": role, "image": plan["image"], "docker_args": plan["docker_args"],
+            "argv": launch["argv"], "env": launch["env"], "secret": launch["secret_redacted"]}
+
+
+def _worker_doc(worker, plan):
+    return {**_service_doc(worker["host"], "sglang_worker", plan),
+            "mode": worker["mode"],
+            "url": worker["url"] if worker["serves_http"] else None,
+            "node_rank": worker["node_rank"],
+            "nnodes": worker["nnodes"],
+            "host_dependent": HOST_DEPENDENT}
 
 
 def _router_doc(router, plan, flags_given):
     launch = plan["launch"]
-    return {
-        "host": router["host"],
-        "service": plan["name"],
-        "role": "sglang_router",
-        "url": plan["url"],
-        "image": plan["image"],
-        "docker_args": plan["docker_args"],
-        "argv": launch["argv"],
-        # The workers the router starts with (its workers env file, expanded by sh -c).
-        "workers": launch["workers"],
-        "env": {**launch["env"], **launch["workers_env"]},
-        "secret": launch["secret_redacted"],
-        "router_flags": ROUTER_FLAGS_GIVEN if flags_given else ROUTER_FLAGS_UNKNOWN,
-        "dropped": launch["dropped"],
-    }
+    return {**_service_doc(router["host"], "sglang_router", plan),
+            "url": plan["url"],
+            # The workers the router starts with (its workers env file, expanded by sh -c).
+            "workers": launch["workers"],
+            "env": {**launch["env"], **launch["workers_env"]},
+            "router_flags": ROUTER_FLAGS_GIVEN if flags_given else ROUTER_FLAGS_UNKNOWN,
+            "dropped": launch["dropped"]}
 
 
 def _file_pair(host, doc, plan):
