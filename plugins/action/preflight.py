@@ -1,12 +1,6 @@
 # Copyright: mindverse
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The inventory preflight on the controller (documented in plugins/modules/preflight.py).
-
-Reads the collection's own role defaults, argument specs and removed-variable table with
-Ansible's loader (the defaults as trusted templates, so Ansible's templar resolves them per host
-as the roles would see them), then runs every check of ``plugin_utils/preflight`` in one pass.
-Nothing is contacted: the action needs no connection.
-"""
+"""The inventory preflight on the controller (documented in plugins/modules/preflight.py): contacts no host."""
 from __future__ import annotations
 
 import glob
@@ -31,7 +25,7 @@ class ActionModule(ActionBase):
         return self._loader.load_from_file(os.path.join(COLLECTION, *parts), trusted_as_template=trusted) or {}
 
     def _sources(self):
-        """The role defaults (trusted templates), every option the collection takes, the removed variables."""
+        """The role defaults (trusted templates, so the templar resolves them per host), every option taken, the removed variables."""
         defaults = {role: self._load("roles", role, "defaults", "main.yml", trusted=True) for role in RESOLVED_ROLES}
         specs = {}
         for path in sorted(glob.glob(os.path.join(COLLECTION, "roles", "*", "meta", "argument_specs.yml"))):
@@ -43,20 +37,17 @@ class ActionModule(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        del tmp
         task_vars = task_vars or {}
+        result.update(changed=False, checks=list(CHECKS))
         try:
             outcome = run_checks(self._templar, task_vars["hostvars"], task_vars["groups"], self._sources())
         except Exception as exc:  # pylint: disable=broad-except
             # The caller runs this task with no_log (the plan holds API keys), which would hide the
             # error: it is returned as the problem of a check the caller's assert shows.
-            result.update(changed=False, checks=list(CHECKS), failed_check="preflight", model=None,
-                          problems={"preflight": [f"{type(exc).__name__}: {exc}"]},
+            result.update(failed_check="preflight", model=None, problems={"preflight": [f"{type(exc).__name__}: {exc}"]},
                           msg="The preflight itself failed, before any check could report: a defect of the collection.")
             return result
         failed = outcome["failed"]
-        result.update(changed=False, checks=list(CHECKS), failed_check=failed, problems=outcome["problems"],
-                      model=outcome["model"])
-        result["msg"] = (f"The inventory fails the {failed} check: {TITLES[failed]}." if failed
-                         else f"All {len(CHECKS)} checks passed.")
+        result.update(failed_check=failed, problems=outcome["problems"], model=outcome["model"],
+                      msg=f"The inventory fails the {failed} check: {TITLES[failed]}." if failed else f"All {len(CHECKS)} checks passed.")
         return result

@@ -1,14 +1,6 @@
 # Copyright: mindverse
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Preflight checks of the container options and environments the roles would pass to Docker.
-
-Docker reads a size without a unit as bytes (``--shm-size 64`` is 64 bytes, and the
-server dies at its first large allocation); an environment value that is a list or a map
-would be written as Python text, and one with a control character breaks the env file (one
-line per variable); a model path that is relative, or that names the host's folder instead
-of where sglang_worker_volumes mounts it, is a path the container does not have. All are
-refused before anything changes.
-"""
+"""Preflight checks of what the roles pass to Docker: sizes with units, one-line scalar env values, the containers' model path."""
 from __future__ import annotations
 
 import posixpath

@@ -1,13 +1,6 @@
 # Copyright: mindverse
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What each PD host's roles get, as Ansible itself would give it (the preflight action plugin).
-
-``role_variables`` templates a role's defaults with Ansible's own templar against the host's
-variables, so a default is exactly what the role sees on that host. ``type_problem`` checks a
-value against its argument-spec option with Ansible's ``ArgumentSpecValidator``, after the few
-conversions that validator would make silently but the roles would misread (``"false"`` for a
-boolean is truthy in a condition; a string for a list is iterated letter by letter).
-"""
+"""What each PD host's roles get, by Ansible's templar, and whether a value fits its option, by Ansible's ``ArgumentSpecValidator``."""
 from __future__ import annotations
 
 import functools
@@ -28,17 +21,9 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def role_variables(templar, variables, defaults, prefix, host, cache=None):
-    """The variables a role gets on HOST: the host's own over the role's DEFAULTS.
+    """``(values, errors)``: the host's VARIABLES over the role's DEFAULTS, each default templated by TEMPLAR.
 
-    VARIABLES maps the host's variable names to their values (inventory, group and extra vars;
-    the action passes the checks' snapshot: every variable of the collection, each templated
-    once). Each default the host does not set is templated by TEMPLAR with the host's variables
-    and the other defaults.
-    Returns ``(values, errors)``, errors as ``(host, text)`` pairs.
-
-    CACHE (a dict kept for one preflight run) holds each templated default by the values of the
-    variables it reads: hosts that share those values (group_vars) share the result, which
-    keeps the preflight at 1,000 hosts near its cost without templating.
+    CACHE (one preflight run) holds each templated default by the values it reads: hosts that share them share the result.
     """
     values, errors, scope = {}, [], None
     for name, default in (defaults or {}).items():
@@ -74,10 +59,7 @@ def _names_in(source):
 
 
 def _cache_key(name, default, variables, values, defaults):
-    """NAME with the values DEFAULT may read (the host's, else the defaults resolved so far), or None.
-
-    Hosts whose values of these names are equal get the same result from the templar.
-    """
+    """NAME with the values DEFAULT may read (the host's, else the defaults resolved so far), or None."""
     if not isinstance(default, str):
         return None
     read = []
@@ -100,7 +82,7 @@ def _has_template(value):
 
 
 def _misread(kind, spec, value):
-    """A conversion the validator would make that the roles would misread, as a problem text."""
+    """A conversion the validator would make that the roles misread (``"false"`` is truthy; a string iterates by letter)."""
     if kind == "bool" and isinstance(value, str) and not spec.get("switch"):
         return "a string, not a boolean"
     if kind == "list" and not isinstance(value, (list, tuple)):
@@ -113,10 +95,7 @@ def _misread(kind, spec, value):
 
 
 def type_problem(spec, value):
-    """What is wrong with VALUE for the argument-spec option SPEC, or None.
-
-    Returns ``(text, index)``: INDEX is the position of the wrong element of a list (else None).
-    """
+    """``(text, index)`` of what is wrong with VALUE for option SPEC (INDEX: a list's wrong element), or None."""
     if value is None:
         return None
     # Hosts share most values (group_vars): each (option, value) is checked once.

@@ -1,13 +1,9 @@
 # Copyright: mindverse
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Preflight check that prefill and decode workers can hand requests to each other.
+"""Preflight check that prefill and decode workers can hand the KV cache to each other.
 
-A decode worker receives the KV cache a prefill worker computed, page by page, through the
-transfer engine both run. SGLang 0.5.14 checks the pair only when the first request arrives
-(the decode side asks the prefill's bootstrap server for its parallel layout): a fleet that
-disagrees starts, answers its health checks, and fails its first request. Where SGLang's own
-source says what must match, SOURCES quotes it; tests/unit/scripts/ find each quote in the
-pinned release.
+SGLang checks the pair only at the first request: a fleet that disagrees starts, passes its health checks and fails
+that request. SOURCES quotes SGLang's own words where they say what must match (tests/unit/scripts/ find each quote).
 """
 from __future__ import annotations
 
@@ -26,9 +22,8 @@ PAIRED_OPTIONS = {
     "disaggregation_transfer_backend": "the KV transfer backend",
 }
 
-# Option: (file of the pinned release, the words there that require it). The model and its
-# name have no quote: SGLang does not compare them, the KV cache of one model is only noise
-# to another, and the router sends a request to one prefill and one decode whatever the name.
+# Option: (file of the pinned release, the words there that require it). The model and its name
+# have no quote: SGLang does not compare them, though one model's KV cache is noise to another.
 SOURCES = {
     "kv_cache_dtype": (KV_CONNECTION, "Both servers must use the same --kv-cache-dtype value."),
     "page_size": (KV_CONNECTION, "Both servers must use the same --page-size value."),

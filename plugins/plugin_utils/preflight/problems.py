@@ -1,11 +1,6 @@
 # Copyright: mindverse
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The preflight's problem: what every check returns, and how it is written.
-
-A check finds ``Problem(host, text)`` pairs; ``variable_problem`` writes the text the house way
-(the variable, its value as YAML/JSON would write it, secrets redacted, what is wrong, what to
-write instead), and ``merge_problems`` turns them into one line per text naming every host.
-"""
+"""The preflight's problem: ``Problem(host, text)``, written the house way, merged into one line per text naming every host."""
 from __future__ import annotations
 
 import difflib
@@ -35,8 +30,6 @@ def suggest(value, candidates):
 
 def show_value(value):
     """A value as the user would write it in YAML/JSON."""
-    if isinstance(value, str):
-        return json.dumps(value)
     try:
         return json.dumps(value, sort_keys=True, default=str)
     except (TypeError, ValueError):
@@ -44,7 +37,7 @@ def show_value(value):
 
 
 def variable_problem(host, variable, value, issue, fix):
-    """The Problem of VARIABLE's VALUE on HOST: ``VARIABLE = VALUE: ISSUE; FIX``, a secret's value redacted."""
+    """``VARIABLE = VALUE: ISSUE; FIX`` on HOST, the value as YAML/JSON writes it, a secret's redacted."""
     field = str(variable).rsplit(".", 1)[-1]
     # A mapping is shown as given: its callers redact the secret parts (control-plane keys).
     secret = SECRET_NAME.search(field) and not isinstance(value, Mapping) and value not in (None, "")

@@ -1,20 +1,8 @@
 # Copyright: mindverse
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Preflight checks of the router: its options against its own argument parser, its keys.
+"""Preflight checks of the router: its options against the flag table of each generation's pinned release, and its keys.
 
-The router comes in two generations (``sglang_router_generation``): sglang-router, whose
-last release is 0.3.2, and its successor smg. Each pinned release has a flag table
-generated from its ``router_args.py`` (module_utils/_sglang_router_flags_v0_3_2.py,
-module_utils/_smg_router_flags_v1_13_0.py): every flag, its choices (policies, log
-levels, ...) and the type argparse converts its value to. A router started with a flag or
-value its parser refuses exits at once, and with it every client request.
-
-With ``auto`` (the default) the image decides which generation runs, and the role probes
-it later: an option or value is refused here only when no generation takes it. Extra
-arguments may not set what the collection sets (an option with its own variable, the
-workers), and the paths the router and the collection request are paths. ``pd_check_router``
-refuses API keys given where they would be logged, and workers that would refuse the
-router's key.
+With ``sglang_router_generation: auto`` (the image decides) an option or value is refused only when no generation takes it.
 """
 from __future__ import annotations
 
@@ -48,11 +36,7 @@ def router_name(generation):
 
 
 def _shared_entry(entries):
-    """One flag's (dest, kind, choices, replacement) across generations: any generation's
-    choice is taken, and none is enforced when one generation takes any value.
-
-    The generations agree on the rest of a flag they share (tests/unit/plugins/plugin_utils/test_router_rules.py).
-    """
+    """One flag's (dest, kind, choices, replacement) across generations: any generation's choice is taken (None: any value)."""
     dest, kind, _choices, replacement = entries[0]
     if any(entry[2] is None for entry in entries):
         return dest, kind, None, replacement
@@ -60,11 +44,7 @@ def _shared_entry(entries):
 
 
 class RouterFlags:
-    """The flags, choices and value types of the generations a router host may run.
-
-    With one generation, its table; with several (``auto``), a flag or value is taken when
-    any of them takes it.
-    """
+    """The flags, choices and value types of the generations a router host may run (a flag any of them takes)."""
 
     def __init__(self, generations):
         tables = [GENERATIONS[generation] for generation in generations]
@@ -88,10 +68,7 @@ ROUTER_FLAGS[AUTO] = RouterFlags(list(GENERATIONS))
 
 
 def router_flags(role_vars):
-    """The flags a router host's options are checked against, by its sglang_router_generation.
-
-    A value that is no generation is checked as ``auto`` (the variable's own check reports it).
-    """
+    """The flags of a router host's sglang_router_generation (``auto`` for a value that is no generation)."""
     return ROUTER_FLAGS.get(role_vars.get("sglang_router_generation") or AUTO, ROUTER_FLAGS[AUTO])
 
 
@@ -130,8 +107,7 @@ def option_problem(option, value, flags):
 
 
 def taken_elsewhere(check, flags):
-    """' (smg 1.13.0 takes it: ...)' when another generation takes what FLAGS refuses; CHECK
-    (a RouterFlags -> problem or None) is the refused check."""
+    """' (smg 1.13.0 takes it: ...)' when another generation passes CHECK (RouterFlags -> problem or None)."""
     for generation in GENERATIONS:
         other = ROUTER_FLAGS[generation]
         if other is not flags and check(other) is None:

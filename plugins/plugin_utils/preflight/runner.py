@@ -1,13 +1,6 @@
 # Copyright: mindverse
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Every preflight check in one pass on the controller (the ``preflight`` action, playbooks/preflight.yml).
-
-Each check of ``plugin_utils/preflight`` is a function of plain data. ``run_checks`` reads each
-host's variables once (``pd_inventory``: every ``hostvars`` lookup merges a host's whole
-inventory again), resolves what each role gets with Ansible's templar (``inputs``), builds the
-plan once (``pd_model``) and runs the checks in the order of ``RULES``, stopping at the first
-that finds a problem.
-"""
+"""Every preflight check in one pass, in the order of ``RULES``, stopping at the first that finds a problem."""
 from __future__ import annotations
 
 from collections import ChainMap
@@ -57,14 +50,10 @@ TITLES = {name: title for name, title, _check in RULES}
 
 
 def run_checks(templar, hostvars, groups, sources):
-    """Run every check; return ``{"problems": {check: [...]}, "model": plan or None, "failed": check or None}``.
+    """``{"problems": {check: [...]}, "model": plan or None, "failed": check or None}``; the plan holds API keys.
 
-    TEMPLAR is Ansible's (the action's); SOURCES holds ``defaults`` (the worker and router roles'
-    defaults, loaded as trusted templates), ``specs`` (every option the collection takes) and
-    ``removed`` (removed variables and what to write instead). Checks run in the order of
-    ``RULES`` and stop at the first with problems (later checks rely on what earlier ones
-    refuse), so ``problems`` holds the checks that ran. The plan (``pd_model``) holds API keys:
-    keep the result out of logs.
+    SOURCES holds the roles' ``defaults`` (trusted templates), ``specs`` (every option taken) and ``removed``.
+    Later checks rely on what earlier ones refuse, so ``problems`` holds the checks that ran.
     """
     groups = {name: list(members or []) for name, members in (groups or {}).items()}
     pd_hosts = list(dict.fromkeys(host for name in PD_GROUPS for host in groups.get(name, [])))
@@ -73,8 +62,7 @@ def run_checks(templar, hostvars, groups, sources):
     cache = {}
 
     def resolve(host, variables, role):
-        # The snapshot holds every variable of the collection (all that the roles' defaults read),
-        # each templated once; the templar takes plain mappings, not hostvars' lazy ones.
+        # The snapshot (plain mappings, each variable templated once) holds all the defaults read.
         scope = ChainMap(variables, {"inventory_hostname": host})
         return role_variables(templar, scope, defaults.get(role) or {}, role + "_", host, cache)
 

@@ -1,16 +1,9 @@
 # Copyright: mindverse
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Preflight checks of the relations SGLang 0.5.14 asserts when a server starts.
+"""Preflight checks of the relations SGLang's ``ServerArgs`` asserts when a server starts (a worker breaking one exits at start).
 
-The flag table (module_utils/_sglang_flags_v0_5_14.py, generated from the release's
-server_args.py) gives each flag's type, choices and default. RULES are the relations
-``ServerArgs`` asserts on top of them, each quoted as ``ast.unparse`` prints the release's
-source: the enclosing condition (``guard``) and the assertion (``raise`` where it raises).
-tests/unit/scripts/test_sglang_rules_match_sources.py finds every quote in the pinned
-release and fails when a method of REVIEWED_METHODS has an assertion that is neither a rule
-nor one the test lists as left to SGLang, with the reason. A worker that breaks a rule
-exits at start and is restarted until its health budget runs out; the preflight refuses it
-before any host changes.
+RULES quote the pinned release as ``ast.unparse`` prints it: the enclosing condition (``guard``) and the assertion
+(``raise`` where it raises); tests/unit/scripts/test_sglang_rules_match_sources.py finds every quote there.
 """
 from __future__ import annotations
 
@@ -128,15 +121,10 @@ def _typed(value, kind):
 
 
 def server_args(argv, start, table):
-    """The options of one command line as SGLang sees them when it checks them.
+    """``(args, given)``: every dest of the flag table as SGLang checks it, and the dests given -> (flag position, value).
 
-    Returns ``(args, given)``: ``args`` has every dest of the flag table (the literal
-    default when the command line does not give it; None when SGLang decides it at start, or
-    when the value has the wrong type, which the flags check reports); ``given`` maps the
-    dests the command line sets to (position of their flag, value as given). The adjustments
-    ``_handle_data_parallelism`` makes before ``check_server_args`` are applied: without
-    data parallelism DP attention and the DP LM head are off; under DP attention the chunked
-    prefill size is divided by dp_size.
+    A dest is None when SGLang decides it at start or its value has the wrong type (the flags check reports it).
+    ``_handle_data_parallelism``'s adjustments are applied, as SGLang does before ``check_server_args``.
     """
     types = table.TYPES
     values = {entry[0]: table.DEFAULTS.get(entry[0]) for entry in table.FLAGS.values()}
