@@ -1,10 +1,8 @@
 # Copyright: mindverse
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Preflight checks of a PD inventory and of the plan built from it (``model.pd_model``).
+"""Preflight checks of a PD inventory's snapshot (``{host: {variable: value}}``) and of its plan (``model.pd_model``).
 
-Each ``pd_check_*`` reads the inventory snapshot (``{host: {variable: value}}``) or the model
-and returns the problems it finds, one line per problem naming the hosts, the variable, its
-value and what to write instead (``problems``). An empty list means the check passed.
+Each ``pd_check_*`` returns its problems, one line each naming the hosts, the variable, its value and the fix.
 """
 from __future__ import annotations
 
@@ -48,7 +46,6 @@ def pd_check_build(model):
 
 
 # --------------------------------------------------------------------------- groups and variables
-
 def pd_check_groups(groups):
     """Each PD group has hosts, all of them in sglang_pd, and no group is a misspelt PD group."""
     problems = []
@@ -85,11 +82,7 @@ def _fix_for_type(name, spec, value):
 
 
 def pd_check_variables(hostvars, hosts, specs, removed):
-    """Removed or renamed variables, unknown role variables and values of the wrong type.
-
-    ``specs`` maps variable names to argument-spec options (type, choices, elements; checked by
-    ``inputs.type_problem``); ``removed`` maps old variable names to what to write instead.
-    """
+    """Removed or renamed variables (REMOVED: old name -> what to write), unknown ones, values that do not fit their SPECS."""
     problems = []
     required = sorted(n for n, spec in specs.items() if n.startswith("sglang_pd_") and (spec or {}).get("required"))
     for host in hosts:
@@ -210,7 +203,6 @@ def pd_check_names(model):
 
 
 # --------------------------------------------------------------------------- image and model weights
-
 def pd_check_image(hostvars, hosts):
     """The image is pinned by a full sha256 digest; md5 and sha256 values follow the manifest rule."""
     problems = []
@@ -245,8 +237,7 @@ def pd_check_image(hostvars, hosts):
 
 
 def _digest_problem(value, algorithm):
-    """The manifest rule of image_artifacts, the one rule everywhere: the whole digest, or a prefix of at
-    least MIN_PREFIX hex characters (the production records of two files are prefixes)."""
+    """The manifest rule of image_artifacts: the whole digest, or a prefix of at least MIN_PREFIX hex characters."""
     if not isinstance(value, str):
         return f"not an {algorithm} (a string of hex characters)"
     try:
@@ -264,10 +255,7 @@ _MANIFEST_FIX = ("write one file a line as SHA256  SIZE  NAME (64 hex characters
 
 
 def _manifest_line_problem(line, seen):
-    """What is wrong with one line of a model manifest, or None (SEEN holds the names so far).
-
-    The same rules as the model_weights module, which reads the manifest on the nodes.
-    """
+    """What is wrong with one line of a model manifest (the model_weights module's rules), or None (SEEN: the names so far)."""
     fields = line.split()
     if len(fields) != 3:
         return f"not {MANIFEST_FORMAT} ({len(fields)} fields, a name holds no whitespace)"
@@ -303,14 +291,7 @@ def manifest_problems(path):
 
 
 def pd_check_model_weights(hostvars, hosts):
-    """Model staging has what it needs, and the manifest each host names is a readable list of files.
-
-    ``sglang_pd_model_stage: true`` needs ``sglang_pd_model_manifest`` (the files to copy) and
-    ``sglang_pd_cluster_cidr`` (the seed rsync daemon admits only the cluster network). A
-    manifest, when set, must be a file on the controller whose every line, besides blank lines
-    and ``#`` comments, is ``SHA256  SIZE  NAME``; a problem names the file and the line (each
-    file is read once).
-    """
+    """Model staging has a manifest and the cluster network; each manifest named is a readable list of files (read once)."""
     problems, cache = [], {}
     for host in hosts:
         one = hostvars[host]
@@ -338,7 +319,6 @@ def pd_check_model_weights(hostvars, hosts):
 
 
 # --------------------------------------------------------------------------- network: addresses, ports, firewall
-
 def pd_check_reachability(model):
     """The router reaches every worker at its URL: no worker listens on another address than its service address."""
     problems = []
@@ -479,7 +459,6 @@ def pd_check_firewall(model, groups, hostvars):
 
 
 # --------------------------------------------------------------------------- GPUs and InfiniBand
-
 def int_option(options, *names):
     """The first of NAMES set in a worker's OPTIONS as an integer (1 when none is set; None when not a number)."""
     value = next((options[name] for name in names if options.get(name) not in (None, "", False)), 1)
@@ -613,7 +592,6 @@ def pd_check_ib_devices(model):
 
 
 # --------------------------------------------------------------------------- worker flags
-
 def load_flag_module(version):
     """The flag module (FLAGS, TYPES, DEFAULTS) of one SGLang version shipped in the collection, or None."""
     try:
@@ -681,11 +659,8 @@ def _value_problems(kind, choices, values, kind_of_value):
 
 
 def check_argv(argv, origins, flags, start=3, types=None, escape="sglang_pd_sglang_extra_flags"):
-    """Problems of one command line against a flag table: [(origin, flag, value, problem, fix)].
-
-    TYPES (dest -> int/float/str, from the flag module) refuses values of the wrong type;
-    ESCAPE names the variable that admits flags the table lacks (None: there is none).
-    """
+    """[(origin, flag, value, problem, fix)] of one command line against FLAGS, TYPES (dest -> int/float/str) and ESCAPE
+    (the variable that admits flags the table lacks, or None)."""
     problems, seen, index = [], {}, start
 
     def take(many):
