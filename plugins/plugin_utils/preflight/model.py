@@ -3,8 +3,6 @@
 """The preflight's model: each PD host's variables read once, and every worker's and router's plan, built as the roles build it."""
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from ansible import constants as C
 
 from ansible_collections.mindverse.sglang_pd.plugins.filter.pd import MODES, pd_workers, resolve_service_address
@@ -30,34 +28,6 @@ def _names(hostvars_one):
         return set(hostvars_one.keys())
 
 
-def _get(hostvars_one, name, errors, host, default=None):
-    """One variable of a host; a templating error is recorded, not raised."""
-    try:
-        return hostvars_one.get(name, default)
-    except Exception as exc:  # pylint: disable=broad-except
-        errors.append((host, f"{name} cannot be evaluated: {exc}; fix the template or the variables it uses"))
-        return default
-
-
-class _Overlay(Mapping):
-    """hostvars with some variables replaced (hosts whose address cannot be resolved)."""
-
-    def __init__(self, hostvars, overrides):
-        self._hostvars, self._overrides = hostvars, overrides
-
-    def __getitem__(self, host):
-        one = self._hostvars[host]
-        if host not in self._overrides:
-            return one
-        return dict({k: one.get(k) for k in _names(one) if k.startswith("sglang_pd_")}, **self._overrides[host])
-
-    def __iter__(self):
-        return iter(self._hostvars)
-
-    def __len__(self):
-        return len(self._hostvars)
-
-
 def pd_inventory(hostvars, hosts):
     """``{"hosts": {host: {name: value}}, "problems": [...]}``: the collection's variables and SNAPSHOT_NAMES, each templated once.
 
@@ -68,11 +38,10 @@ def pd_inventory(hostvars, hosts):
         one, values = hostvars[host], {}
         for name in sorted(_names(one)):
             if name.startswith(COLLECTION_PREFIXES) or name.startswith("sglang_") or name in SNAPSHOT_NAMES:
-                errors = []
-                value = _get(one, name, errors, host)
-                problems.extend(errors)
-                if not errors:
-                    values[name] = value
+                try:
+                    values[name] = one.get(name)
+                except Exception as exc:  # pylint: disable=broad-except
+                    problems.append((host, f"{name} cannot be evaluated: {exc}; fix the template or the variables it uses"))
         snapshot[host] = values
     return {"hosts": snapshot, "problems": merge_problems(problems)}
 
@@ -100,11 +69,14 @@ def pd_model(groups, hostvars, role_variables):
             info["role_vars"][role], found = role_variables(host, one, role)
             errors.extend(found)
             # Where the service files are: the roles pass the sglang_service role's option on.
-            info["role_vars"][role]["sglang_service_config_dir"] = _get(one, "sglang_service_config_dir", errors, host)
+            info["role_vars"][role]["sglang_service_config_dir"] = one.get("sglang_service_config_dir")
         model["hosts"][host] = info
+    # A host whose address cannot be resolved gets a placeholder: its workers are still built and checked.
+    safe = dict(hostvars, **{host: dict({k: v for k, v in hostvars[host].items() if k.startswith("sglang_pd_")}, **override)
+                            for host, override in overrides.items()})
     for mode in MODES:
         try:
-            workers = pd_workers(model["groups"]["sglang_" + mode], _Overlay(hostvars, overrides), mode, ranks="all")
+            workers = pd_workers(model["groups"]["sglang_" + mode], safe, mode, ranks="all")
         except Exception as exc:  # pylint: disable=broad-except
             errors.append(("inventory", f"the {mode} workers cannot be built: {exc}; "
                                         f"check sglang_pd_{mode}_port, sglang_pd_bootstrap_port and sglang_pd_{mode}_workers"))

@@ -72,13 +72,9 @@ def router_flags(role_vars):
     return ROUTER_FLAGS.get(role_vars.get("sglang_router_generation") or AUTO, ROUTER_FLAGS[AUTO])
 
 
-def _flag(option):
-    return "--" + str(option).replace("_", "-")
-
-
 def value_problem(option, value, flags):
     """(problem, fix) of one router option's value, or None. FLAGS (a RouterFlags) has the option's flag."""
-    dest, kind, choices, _replacement = flags.flags[_flag(option)]
+    dest, kind, choices, _replacement = flags.flags["--" + str(option).replace("_", "-")]
     if value in (None, ""):
         return None
     if kind == "switch":
@@ -99,7 +95,7 @@ def value_problem(option, value, flags):
 
 def option_problem(option, value, flags):
     """(problem, fix) of one entry of sglang_router_options, or None."""
-    flag = _flag(option)
+    flag = "--" + str(option).replace("_", "-")
     if flag in flags.flags:
         return value_problem(option, value, flags)
     options = [known[2:].replace("-", "_") for known in flags.flags]

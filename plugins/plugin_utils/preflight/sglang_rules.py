@@ -37,7 +37,7 @@ class Rule(NamedTuple):
 
     def refused(self, args):
         """Whether SGLang refuses ARGS: the guard holds and the assertion fails (or raises)."""
-        scope = {"self": args, "is_runai_obj_uri": _runai}
+        scope = {"self": args, "is_runai_obj_uri": lambda name: str(name).lower().startswith(OBJECT_STORE_SCHEMES)}
         # The quotes are this module's constants, as ast.unparse prints the pinned release.
         return bool(eval(_compiled(self.guard or "True"), scope)  # pylint: disable=eval-used
                     and (self.asserts == "raise" or not eval(_compiled(self.asserts), scope)))  # pylint: disable=eval-used
@@ -45,10 +45,6 @@ class Rule(NamedTuple):
     def options(self):
         """The options the assertion reads, in order of appearance."""
         return list(dict.fromkeys(re.findall(r"self\.(\w+)", f"{self.guard} {self.asserts}")))
-
-
-def _runai(name):
-    return str(name).lower().startswith(OBJECT_STORE_SCHEMES)
 
 
 @functools.lru_cache(maxsize=None)
