@@ -72,8 +72,8 @@ def pd_model(groups, hostvars, role_variables):
             info["role_vars"][role]["sglang_service_config_dir"] = one.get("sglang_service_config_dir")
         model["hosts"][host] = info
     # A host whose address cannot be resolved gets a placeholder: its workers are still built and checked.
-    safe = dict(hostvars, **{host: dict({k: v for k, v in hostvars[host].items() if k.startswith("sglang_pd_")}, **override)
-                            for host, override in overrides.items()})
+    safe = dict(hostvars)
+    safe.update({host: dict({k: v for k, v in hostvars[host].items() if k.startswith("sglang_pd_")}, **override) for host, override in overrides.items()})
     for mode in MODES:
         try:
             workers = pd_workers(model["groups"]["sglang_" + mode], safe, mode, ranks="all")
