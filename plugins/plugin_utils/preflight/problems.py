@@ -29,7 +29,9 @@ def suggest(value, candidates):
 
 
 def show_value(value):
-    """A value as the user would write it in YAML/JSON."""
+    """A value as the user would write it in YAML/JSON (a string through json's shared encoder, the common and fast case)."""
+    if isinstance(value, str):
+        return json.dumps(value)
     try:
         return json.dumps(value, sort_keys=True, default=str)
     except (TypeError, ValueError):
