@@ -11,7 +11,7 @@ node containers, inventories/local), runs, alternately, --runs times each:
 * no-op    - ``ansible-playbook site.yml`` (nothing to change: the recap must say
              changed=0 on every host, else the run is reported as not a no-op). Every node
              holds what the last verified run recorded, so the run compares the nodes, ends
-             the converging plays and verifies the fleet (playbooks/settled.yml);
+             the converging plays and verifies the fleet (playbooks/stages/settled.yml);
 * every play - the same with ``-e '{"sglang_pd_skip_settled": false}'``: every role runs and
              finds nothing to change (what a no-op cost before the comparison).
 

@@ -8,7 +8,7 @@ image, model, ports and options): N hosts, the first quarter prefill (one worker
 the rest decode with two workers each (GPUs 0-3 and 4-7, TP 4), the router on the first
 prefill host. No playbook contacts a host. Each is run --runs times per size; the
 render writes into a fresh folder each run. bench/plan_digest.yml times the plan's digest
-that a no-op site.yml computes once for the whole inventory (playbooks/settled.yml).
+that a no-op site.yml computes once for the whole inventory (playbooks/stages/settled.yml).
 
 Targets (issue 17): at 1,000 hosts render.yml <= 60 s and preflight.yml <= 20 s.
 
@@ -97,7 +97,7 @@ def markdown(results, runs, load_start, load_end, command):
         'the first host. No playbook contacts a host. The preflight reads each host\'s variables once, builds the '
         'plan once and runs every check in one action (`plugins/action/preflight.py`); the render writes every '
         'file from that plan in one `file_set` call. `bench/plan_digest.yml` hashes every host\'s variables and the '
-        'collection\'s files once, as a no-op site.yml does (`playbooks/settled.yml`); its time is the whole playbook, '
+        'collection\'s files once, as a no-op site.yml does (`playbooks/stages/settled.yml`); its time is the whole playbook, '
         'Ansible\'s start and the inventory\'s reading included.', '',
         f'Python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs, load average '
         f'{load_start} at the start, {load_end} at the end (1, 5, 15 min). Median of {runs} run(s) (min in brackets).', '',

@@ -47,7 +47,7 @@ FIRST_ADDRESS = 61  # 172.30.57.61 .. inside the fleet's cluster network (172.30
 MAX_NODES = 40
 PULL_TASK = 'Pull the image by digest'
 # Up to sglang_image_pull_concurrency nodes pull in the background from early in the run
-# (playbooks/image_prefetch.yml): then the pull task only starts it, and this task waits for the rest.
+# (playbooks/stages/image_prefetch.yml): then the pull task only starts it, and this task waits for the rest.
 WAIT_TASK = 'Wait for the image pull started in the background'
 NODE_VARS = """---
 # Written by bench/bench_scaling.py. No GPU or InfiniBand in node containers.

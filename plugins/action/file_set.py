@@ -3,7 +3,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Runs the file_set module, and adds what it was asked for to the host's managed state.
 
-A run of site.yml ends by recording, on each node, what it left there (playbooks/record_settled.yml,
+A run of site.yml ends by recording, on each node, what it left there (playbooks/stages/record_settled.yml,
 the settled_state module). The files, folders, removed paths and units it checks come from here:
 every file_set call on a node adds the desired state it was given (each file's sha256 and mode,
 never a secret file's content or digest) to the host fact ``__sglang_pd_managed``. Calls with

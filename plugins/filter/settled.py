@@ -1,6 +1,6 @@
 # Copyright: mindverse
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The digest of the plan a run of site.yml carries out (playbooks/settled.yml).
+"""The digest of the plan a run of site.yml carries out (playbooks/stages/settled.yml).
 
 A node recorded as settled (the settled_state module) was converged and verified under one plan:
 the inventory's variables and the collection's own files. ``plan_digest`` hashes both, so that a

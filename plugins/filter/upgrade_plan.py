@@ -3,7 +3,7 @@
 """The batches of a rolling restart, decided before anything moves.
 
 ``rolling_upgrade.yml`` (a new image) and ``site.yml`` (a changed command, environment or
-image of running workers) restart worker hosts the same way (``playbooks/roll_workers.yml``):
+image of running workers) restart worker hosts the same way (``playbooks/stages/roll_workers.yml``):
 one canary host, then the other prefill hosts, then the decode hosts, in batches of
 ``sglang_pd_serial`` hosts; each batch leaves every router while it restarts. A batch that
 holds every prefill host (or every decode host) would leave the routers nothing to send to:

@@ -1,6 +1,6 @@
 # Copyright: mindverse
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""playbooks/fabric.yml (the first step of site.yml that reads the nodes) on fixture sysfs trees.
+"""playbooks/stages/fabric.yml (the first step of site.yml that reads the nodes) on fixture sysfs trees.
 
 Three inventory hosts run on the controller (local connection), each reading its own ND
 MI300X v5 style tree (tests/unit/sysfs_fixtures.py: 8 GPUs, 8 RoCE NICs, two NUMA nodes)
@@ -42,7 +42,7 @@ def fleet(tmp_path, spoil=None):
 
 
 def fabric_run(tmp_path, inventory, cmdline=None):
-    return run(tmp_path, inventory, playbook='playbooks/fabric.yml', cmdline=cmdline)
+    return run(tmp_path, inventory, playbook='playbooks/stages/fabric.yml', cmdline=cmdline)
 
 
 @pytest.mark.parametrize('cmdline', [None, '--check'])

@@ -4,7 +4,7 @@
 
 A small inventory on the local connection: each case plans a roll with the role's plan entry
 point, as workers.yml, container_engine.yml and host_stack.yml do, then runs the batches in
-check mode (the real playbooks/roll_workers.yml for a worker roll), which only say what they
+check mode (the real playbooks/stages/roll_workers.yml for a worker roll), which only say what they
 would restart. What the role decided is read from the run's events: the groups the hosts
 joined, the plan, the refusal and the check-mode messages.
 """
@@ -107,7 +107,7 @@ def _roll(tmp_path, kind, restarting, batch_plays, extravars=None):
 
 
 ROLL_WORKERS = [{'name': 'Restart the changed workers in batches',
-                 'ansible.builtin.import_playbook': os.path.join(REPO, 'playbooks', 'roll_workers.yml')}]
+                 'ansible.builtin.import_playbook': os.path.join(REPO, 'playbooks', 'stages', 'roll_workers.yml')}]
 
 
 def test_a_worker_roll_restarts_the_canary_then_prefill_then_decode(tmp_path):

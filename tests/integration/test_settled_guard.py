@@ -1,6 +1,6 @@
 # Copyright: mindverse
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The settled guard of site.yml is one group, made in one play (playbooks/settled.yml).
+"""The settled guard of site.yml is one group, made in one play (playbooks/stages/settled.yml).
 
 When the fleet holds what the last verified run left, settled.yml puts every node into
 sglang_pd_settled, and each play between the comparison and the verification names its hosts
@@ -43,7 +43,7 @@ def _inventory(settled):
         'sglang_monitoring': {'hosts': {'m0': {**node, 'sglang_pd_service_address': '10.0.0.20'}}},
     }
     if settled:
-        # What playbooks/settled.yml makes of a settled fleet: every node of the run in the group.
+        # What playbooks/stages/settled.yml makes of a settled fleet: every node of the run in the group.
         groups['sglang_pd_settled'] = {'children': {'sglang_pd': {}, 'sglang_monitoring': {}}}
     return {'all': {'vars': {'sglang_pd_image_repository': 'registry.example/sglang',
                              'sglang_pd_image_digest': 'sha256:' + 'a' * 64, 'sglang_pd_model_path': '/models/glm'},
@@ -111,7 +111,7 @@ def test_the_verification_and_the_record_run_on_a_settled_fleet(site):
 
 # A stage playbook run on its own, or imported by scale_out.yml, never meets the group.
 @pytest.mark.parametrize('playbook, play, count', [
-    ('playbooks/workers.yml', 'Start the workers that do not run yet, leave the changed ones for their batch', 4),
+    ('playbooks/stages/workers.yml', 'Start the workers that do not run yet, leave the changed ones for their batch', 4),
     ('playbooks/scale_out.yml', 'Install and configure the container engine', 5),
 ])
 def test_a_stage_outside_site_yml_runs_on_its_hosts(tmp_path, playbook, play, count):
@@ -123,4 +123,4 @@ def test_no_playbook_carries_its_own_copy_of_the_guard():
     # a stage that ends its play (or skips its tasks) on it is a second copy of the rule.
     fact = re.compile(r"__sglang_pd_settled\b")
     readers = sorted(str(path.relative_to(REPO)) for path in REPO.glob('playbooks/**/*.yml') if fact.search(path.read_text()))
-    assert readers == ['playbooks/record_settled.yml', 'playbooks/settled.yml']
+    assert readers == ['playbooks/stages/record_settled.yml', 'playbooks/stages/settled.yml']
