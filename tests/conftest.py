@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -45,3 +46,16 @@ def pytest_sessionfinish(session, exitstatus):
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if exitstatus == 0 and _unallowed_skips(reporter):
         session.exitstatus = 1
+
+
+@pytest.fixture(name="standin_fast_bootstrap_retries", scope="session", autouse=True)
+def fixture_standin_fast_bootstrap_retries() -> Iterator[None]:
+    """SGLang stand-ins started by tests retry a prefill's bootstrap server every 0.05 s, not every 1 s.
+
+    Decode gives up after SGLang's 15 tries either way (tests/standin/sglang/_standin/receiver.py);
+    at 1 s apart a test of an unreachable prefill would wait 14 s for each request.
+    """
+    patch = pytest.MonkeyPatch()
+    patch.setenv("SGLANG_STANDIN_BOOTSTRAP_RETRY_SECS", "0.05")
+    yield
+    patch.undo()
