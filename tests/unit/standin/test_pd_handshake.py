@@ -116,6 +116,7 @@ def test_the_routes_answer_as_sglangs(prefill: Callable[..., Prefill]) -> None:
 def test_the_dp_rank_table(prefill: Callable[..., Prefill]) -> None:
     server = prefill()
     assert call(server.port, "POST", "/register_dp_rank", {"bootstrap_room": 77, "dp_rank": 3})[::2] == (200, "OK")
+    assert call(server.port, "POST", "/register_dp_rank", {"bootstrap_room": 79, "dp_rank": 1})[::2] == (200, "OK")
     assert json.loads(call(server.port, "POST", "/query_dp_ranks", {"bootstrap_rooms": [77, 78]})[2]) == {"77": 3}
 
 
@@ -328,17 +329,20 @@ def test_an_unknown_fault_is_refused(standin_model_dir: Any) -> None:
     assert "SGLANG_STANDIN_KV_FAULT must be one of transfer_fails, slow_transfer, bootstrap_unreachable, got 'disk_full'" in proc.stderr
 
 
-def test_a_stalled_decode_scheduler_still_serves_after_resume(start: Callable[..., Standin]) -> None:
-    # The stall fault (SIGUSR2) holds a PD request in decode's scheduler; once resumed it is served.
+def test_a_stalled_decode_scheduler_holds_a_pd_request_until_it_resumes(start: Callable[..., Standin]) -> None:
+    # SGLang bootstraps a request in its scheduler's loop: a stalled decode (SIGUSR2) asks no prefill.
     prefill, decode = start("prefill"), start("decode")
+    registered = prefill.json("GET", "/get_server_info")[1]["standin_bootstrap_connections"]
     decode.proc.send_signal(signal.SIGUSR2)
     wait_for(lambda: "scheduler stalled" in decode.log(), "the stall began")
     with ThreadPoolExecutor(1) as pool:
-        pending = pool.submit(dispatch, prefill, decode, pd_body(prefill, 16))
+        pending = pool.submit(decode.json, "POST", "/v1/chat/completions", pd_body(prefill, 16))
         wait_for(lambda: decode.json("GET", "/get_load")[1][0]["num_reqs"] == 1, "the request is in decode's scheduler")
+        assert prefill.json("POST", "/v1/chat/completions", pd_body(prefill, 16))[0] == 200
+        assert prefill.json("GET", "/get_server_info")[1]["standin_bootstrap_connections"] == registered  # decode asked nothing yet
         assert not pending.done()
         decode.proc.send_signal(signal.SIGUSR2)
-        (_prefill_status, _reply), (status, _decode_reply) = pending.result(timeout=60)
+        status, _reply = pending.result(timeout=60)
     assert status == 200
 
 
