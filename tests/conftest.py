@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -45,3 +48,33 @@ def pytest_sessionfinish(session, exitstatus):
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if exitstatus == 0 and _unallowed_skips(reporter):
         session.exitstatus = 1
+
+
+def _sysfs_fixtures() -> ModuleType:
+    """tests/unit/sysfs_fixtures.py, by path (this file loads before the collection is importable)."""
+    spec = importlib.util.spec_from_file_location("standin_sysfs_fixtures", Path(__file__).parent / "unit" / "sysfs_fixtures.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(name="standin_environment", scope="session", autouse=True)
+def fixture_standin_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """What every SGLang stand-in a test starts sees, unless the test says otherwise.
+
+    - The sysfs of a fleet node (tests/unit/sysfs_fixtures.py: the RDMA devices mlx5_ib0..7), as
+      the fleet's nodes hold it: the stand-in's Mooncake lines report the devices found there.
+    - Decode retries a prefill's bootstrap server every 0.05 s, not every 1 s: it gives up after
+      SGLang's 15 tries either way (tests/standin/sglang/_standin/receiver.py), and at 1 s apart
+      a test of an unreachable prefill would wait 14 s for each request.
+    """
+    node = tmp_path_factory.mktemp("standin-node")
+    fixtures = _sysfs_fixtures()
+    for device in fixtures.IB_DEVICES:
+        fixtures.add_ib_device(str(node), device)
+    patch = pytest.MonkeyPatch()
+    patch.setenv("SGLANG_STANDIN_SYSFS_ROOT", str(node / "sys"))
+    patch.setenv("SGLANG_STANDIN_BOOTSTRAP_RETRY_SECS", "0.05")
+    yield
+    patch.undo()

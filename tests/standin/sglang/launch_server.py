@@ -4,7 +4,8 @@ Tests only: serves SGLang's HTTP API on CPU with deterministic replies. Like
 SGLang 0.5.14 it exits 2 on a flag it does not take (or a bad choice), and 1 at start,
 before listening, when --model-path is not a directory
 holding config.json (the only file of it the stand-in reads). In prefill mode it
-also listens on --disaggregation-bootstrap-port. SIGTERM or SIGINT stop it
+also serves its bootstrap server on --disaggregation-bootstrap-port and a KV transfer
+listener on a free port, which it registers there. SIGTERM or SIGINT stop it
 gracefully: no new connections, in-flight requests finish, exit 0.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -21,7 +23,9 @@ from types import FrameType
 from sglang import __version__
 from sglang._standin.args import model_path_error, parse_args
 from sglang._standin.httpd import StandinHTTPServer
-from sglang._standin.pd import BootstrapServer, start_bootstrap
+from sglang._standin.bootstrap import BootstrapServer, register_ranks, registration, start_bootstrap
+from sglang._standin.kv_transfer import ENV_FAULT, TransferServer, start_transfer, stop_transfer
+from sglang._standin.receiver import DecodeSettings
 from sglang._standin.state import ServerState, log
 from sglang._standin.transport import chosen, print_engine_lines
 
@@ -68,6 +72,42 @@ def _wait(seconds: float, done: Callable[[], bool], advance: threading.Event) ->
     advance.clear()
 
 
+def _start_prefill_kv(state: ServerState, fault: str, slow_secs: float) -> tuple[BootstrapServer | None, TransferServer]:
+    """Prefill: its KV sender, its bootstrap server (CommonKVBootstrapServer), and the registration of its ranks.
+
+    SGLang registers each rank with rank_ip, the node's address; the stand-in registers the
+    address it listens on (a wildcard: local_ip()). The bootstrap_unreachable fault leaves the
+    bootstrap server out, as when SGLang's failed to start (it logs and serves on).
+    """
+    args = state.args
+    transfer = start_transfer(args.host, state.rooms, fault, slow_secs, lambda line: log(f"error: {line}"),
+                              state.count_kv_transfer)
+    if fault == "bootstrap_unreachable":
+        log(f"fault {ENV_FAULT}=bootstrap_unreachable: no bootstrap server on port {args.disaggregation_bootstrap_port}")
+        return None, transfer
+    bootstrap = start_bootstrap(args.host, args.disaggregation_bootstrap_port, state.count_bootstrap_connection)
+    rank_ip = local_ip() if args.host in ("0.0.0.0", "::") else args.host
+    rank_port = int(transfer.server_address[1])
+    payloads = [registration(args, rank_ip, rank_port, tp_rank, pp_rank)
+                for pp_rank in range(int(args.pp_size)) for tp_rank in range(int(args.tp_size))]
+    register_ranks(rank_ip, args.disaggregation_bootstrap_port, payloads, lambda line: log(f"error: {line}"))
+    return bootstrap, transfer
+
+
+def local_ip() -> str:
+    """get_local_ip_auto (sglang/srt/utils/network.py): SGLANG_HOST_IP or HOST_IP, else the address
+    of the interface that routes outward (no packet is sent), else loopback."""
+    given = os.environ.get("SGLANG_HOST_IP", "") or os.environ.get("HOST_IP", "")
+    if given:
+        return given
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.connect(("192.0.2.1", 9))  # TEST-NET-1: connect() on UDP only picks the route
+            return str(probe.getsockname()[0])
+    except OSError:
+        return "127.0.0.1"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the stand-in until SIGTERM/SIGINT; return the exit code."""
     args, options = parse_args(argv)
@@ -79,12 +119,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.flush()
         return 1
     try:
-        chosen(os.environ, args.disaggregation_ib_device)
+        chosen(os.environ)
     except ValueError as exc:
         log(f"error: {exc}")
         return 2
-    state = ServerState(args, options.warmup_secs, options.token_delay_secs, options.waiting_timeout_secs,
-                        health_timeout_secs=options.health_timeout_secs)
+    state = ServerState(args, options.warmup_secs, options.token_delay_secs,
+                        health_timeout_secs=options.health_timeout_secs,
+                        decode_settings=DecodeSettings(options.waiting_timeout_secs, options.bootstrap_retry_secs))
     stop, advance = threading.Event(), threading.Event()
     _install_signal_handlers(state, stop, advance)
     # Loading the model: nothing listens yet, so connections are refused (as SGLang's are).
@@ -94,6 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         log("stopped while loading the model")
         return 0
     bootstrap: BootstrapServer | None = None
+    transfer: TransferServer | None = None
     # Mooncake's transfer engine starts (and logs the transport it chose, see
     # _standin/transport.py, SGLANG_STANDIN_TRANSPORT) before the server answers.
     print_engine_lines(state.mode, args.disaggregation_transfer_backend, args.disaggregation_ib_device)
@@ -102,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         # Bootstrap first: once the HTTP port accepts connections, the whole server is up.
         if state.mode == "prefill":
-            bootstrap = start_bootstrap(args.host, args.disaggregation_bootstrap_port, args.port, state.count_bootstrap_connection)
+            bootstrap, transfer = _start_prefill_kv(state, options.kv_fault, options.slow_transfer_secs)
         httpd = StandinHTTPServer(state)
     except OSError as exc:
         log(f"error: cannot listen on {args.host} (port {args.port}, bootstrap port {args.disaggregation_bootstrap_port}): {exc}")
@@ -125,6 +167,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if bootstrap is not None:
         bootstrap.shutdown()
         bootstrap.server_close()
+    if transfer is not None:
+        stop_transfer(transfer)
     httpd.drain()  # close idle keep-alive connections
     httpd.server_close()  # waits for in-flight requests
     log(f"stopped after serving {state.requests_served} generation requests")

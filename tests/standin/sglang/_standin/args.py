@@ -15,7 +15,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from sglang._standin import server_flags
+from sglang._standin import kv_transfer, receiver, server_flags
 
 MAX_PORT = 65535
 ENV_WARMUP = "SGLANG_STANDIN_WARMUP_SECS"
@@ -23,7 +23,7 @@ ENV_WARMUP = "SGLANG_STANDIN_WARMUP_SECS"
 ENV_LOAD = "SGLANG_STANDIN_LOAD_SECS"
 ENV_TOKEN_DELAY = "SGLANG_STANDIN_TOKEN_DELAY_SECS"
 # SGLang's own variable and default (sglang/srt/environ.py, 0.5.14): how long decode waits
-# for a request's KV cache from prefill. The stand-in waits that long for the bootstrap server.
+# for a request's KV cache from prefill (receiver.py).
 ENV_WAITING_TIMEOUT = "SGLANG_DISAGGREGATION_WAITING_TIMEOUT"
 WAITING_TIMEOUT_DEFAULT = 300.0
 # SGLang's own (http_server.py, 0.5.14): seconds a health check waits for its one token.
@@ -43,6 +43,11 @@ class StandinOptions:
     load_secs: float = 0.0
     health_timeout_secs: float = 20.0
     exit_poll_secs: float = 5.0
+    # Decode: seconds between its tries to reach a prefill's bootstrap server (SGLang's 1 s).
+    bootstrap_retry_secs: float = receiver.ENSURE_RETRY_SECS
+    # Prefill: the KV fault it plays (kv_transfer.FAULTS), or "" for none.
+    kv_fault: str = ""
+    slow_transfer_secs: float = kv_transfer.SLOW_TRANSFER_DEFAULT
 
 
 def _switch_dest(flag: str, dest: str) -> str:
@@ -106,6 +111,14 @@ def _env_seconds(parser: argparse.ArgumentParser, environ: Mapping[str, str], na
     return value
 
 
+def _kv_fault(parser: argparse.ArgumentParser, environ: Mapping[str, str]) -> str:
+    """The KV fault SGLANG_STANDIN_KV_FAULT names ("" for none), or exit 2."""
+    fault = environ.get(kv_transfer.ENV_FAULT, "").strip()
+    if fault and fault not in kv_transfer.FAULTS:
+        parser.error(f"{kv_transfer.ENV_FAULT} must be one of {', '.join(kv_transfer.FAULTS)}, got {fault!r}")
+    return fault
+
+
 def parse_args(
     argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None
 ) -> tuple[argparse.Namespace, StandinOptions]:
@@ -132,5 +145,8 @@ def parse_args(
         load_secs=_env_seconds(parser, env, ENV_LOAD, 2.0),
         health_timeout_secs=_env_seconds(parser, env, ENV_HEALTH_TIMEOUT, 20.0),
         exit_poll_secs=_env_seconds(parser, env, ENV_EXIT_POLL, 5.0),
+        bootstrap_retry_secs=_env_seconds(parser, env, receiver.ENV_ENSURE_RETRY, receiver.ENSURE_RETRY_SECS),
+        kv_fault=_kv_fault(parser, env),
+        slow_transfer_secs=_env_seconds(parser, env, kv_transfer.ENV_SLOW_TRANSFER, kv_transfer.SLOW_TRANSFER_DEFAULT),
     )
     return args, options

@@ -8,6 +8,7 @@ import json
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from socketserver import TCPServer
@@ -17,7 +18,8 @@ from urllib.parse import urlsplit
 from sglang import __version__
 from sglang._standin import replies
 from sglang._standin.load import InFlight, load_body
-from sglang._standin.pd import bootstrap_requests, bootstrap_rooms, check_bootstrap
+from sglang._standin.pd import FAKE_BOOTSTRAP_HOST, bootstrap_requests, bootstrap_rooms
+from sglang._standin.receiver import receive_kv
 from sglang._standin.replies import RequestError, error_body
 from sglang._standin.state import ServerState, log
 
@@ -134,9 +136,9 @@ class StandinHandler(BaseHTTPRequestHandler):
         """A JSON response."""
         self._send(status, json.dumps(data).encode(), "application/json")
 
-    def _error(self, status: int, message: str) -> None:
+    def _error(self, status: int, message: str, error_type: str | None = None) -> None:
         """A JSON error response in SGLang's shape."""
-        self._json(status, error_body(status, message))
+        self._json(status, error_body(status, message, error_type))
 
     def _stream(self, payloads: Iterable[str]) -> bool:
         """Server-sent events, chunked (HTTP/1.0 clients: until close); False if the client went away."""
@@ -292,12 +294,12 @@ class StandinHandler(BaseHTTPRequestHandler):
                     raise RequestError("the request body must be a JSON object")
                 if state.mode == "prefill":
                     for room in bootstrap_rooms(body):
-                        state.rooms.add(room)
+                        state.rooms.add(room, _prompt_tokens(path, state.mode, body))
                 elif state.mode == "decode":
                     self._check_prefill(body)
                 served = self._answer(path, body)
         except RequestError as exc:
-            self._error(exc.status, str(exc))
+            self._error(exc.status, str(exc), exc.error_type)
             return
         except ValueError as exc:  # JSON or UTF-8 decoding
             self._error(400, f"invalid JSON body: {exc}")
@@ -306,12 +308,16 @@ class StandinHandler(BaseHTTPRequestHandler):
             state.count_request()
 
     def _check_prefill(self, body: dict[str, Any]) -> None:
-        """Decode: every prefill bootstrap server named in the request knows its room, or fail with 500."""
-        for host, port, room in bootstrap_requests(body, self.server.state.args.disaggregation_bootstrap_port):
-            problem = check_bootstrap(host, port, self.server.state.waiting_timeout_secs, room)
-            if problem:
-                log(f"error: {problem}")
-                raise RequestError(problem, 500)
+        """Decode: receive the KV of each room the request names from its prefill (receiver.py), or fail with 500."""
+        state = self.server.state
+        rid = str(body.get("rid") or uuid.uuid4().hex)  # SGLang's rid when the request has none
+        for host, port, room in bootstrap_requests(body, state.args.disaggregation_bootstrap_port):
+            if host == FAKE_BOOTSTRAP_HOST:
+                continue  # SGLang's fake transfer (_is_fake_transfer): no peer is asked
+            tokens = receive_kv(host, port, room, rid, state.decode_settings, lambda line: log(f"error: {line}"))
+            if room is not None:
+                state.count_kv_transfer()
+                log(f"received the KV cache of bootstrap_room {room} ({tokens} tokens) from {host}:{port}")
 
     def _answer(self, path: str, body: dict[str, Any]) -> bool:
         """Write the reply in the endpoint's shape; True when it was delivered."""
@@ -337,3 +343,11 @@ class StandinHandler(BaseHTTPRequestHandler):
             answers = [replies.generate_response(r) for r in many]
             self._json(200, answers if batched else answers[0])
         return True
+
+
+def _prompt_tokens(path: str, mode: str, body: dict[str, Any]) -> int:
+    """The prompt tokens of a request: the KV cache prefill computes and sends decode."""
+    if path == "/v1/chat/completions":
+        return replies.chat_reply(mode, body).prompt_tokens
+    many = replies.completion_replies(mode, body) if path == "/v1/completions" else replies.generate_replies(mode, body)[0]
+    return sum(reply.prompt_tokens for reply in many)

@@ -23,14 +23,16 @@ _ERROR_TYPES = {400: "BadRequestError", 404: "NotFoundError", 500: "InternalServ
 class RequestError(ValueError):
     """A request the stand-in answers with an HTTP error status."""
 
-    def __init__(self, message: str, status: int = 400) -> None:
+    def __init__(self, message: str, status: int = 400, error_type: str | None = None) -> None:
         super().__init__(message)
         self.status = status
+        self.error_type = error_type
 
 
-def error_body(status: int, message: str) -> dict[str, Any]:
-    """SGLang's ErrorResponse shape."""
-    return {"object": "error", "message": message, "type": _ERROR_TYPES.get(status, "Error"), "param": None, "code": status}
+def error_body(status: int, message: str, error_type: str | None = None) -> dict[str, Any]:
+    """SGLang's ErrorResponse shape (type: error_type, else the status's usual name)."""
+    kind = error_type or _ERROR_TYPES.get(status, "Error")
+    return {"object": "error", "message": message, "type": kind, "param": None, "code": status}
 
 
 @dataclass(frozen=True)

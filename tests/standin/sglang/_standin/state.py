@@ -11,6 +11,7 @@ from typing import Any
 
 from sglang import __version__
 from sglang._standin.pd import PREFILL_ROOMS, RoomRegistry
+from sglang._standin.receiver import DecodeSettings
 
 _LOG_LOCK = threading.Lock()
 
@@ -29,7 +30,6 @@ class ServerState:
     args: argparse.Namespace
     warmup_secs: float
     token_delay_secs: float
-    waiting_timeout_secs: float = 300.0
     # SGLang's SGLANG_HEALTH_CHECK_TIMEOUT (http_server.py, 0.5.14): how long a health check waits
     # for its one token before it answers 503.
     health_timeout_secs: float = 20.0
@@ -37,7 +37,12 @@ class ServerState:
     exiting: bool = False
     ready_at: float = 0.0
     requests_served: int = 0
+    # Requests to the prefill's bootstrap server (its own registration included).
     bootstrap_connections: int = 0
+    # KV caches sent (prefill) or received (decode).
+    kv_transfers: int = 0
+    # Decode: how it waits for a prefill (SGLANG_DISAGGREGATION_WAITING_TIMEOUT, the bootstrap retry interval).
+    decode_settings: DecodeSettings = field(default_factory=DecodeSettings)
     # Prefill: the bootstrap rooms of the requests received, shared with the bootstrap listener.
     rooms: RoomRegistry = field(default=PREFILL_ROOMS, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -85,9 +90,14 @@ class ServerState:
             self.requests_served += 1
 
     def count_bootstrap_connection(self) -> None:
-        """Count one connection to the prefill bootstrap port."""
+        """Count one request to the prefill bootstrap server."""
         with self._lock:
             self.bootstrap_connections += 1
+
+    def count_kv_transfer(self) -> None:
+        """Count one KV cache sent (prefill) or received (decode)."""
+        with self._lock:
+            self.kv_transfers += 1
 
     def server_info(self) -> dict[str, Any]:
         """Body of GET /get_server_info: the parsed server args (keys left out), the version and the counters."""
@@ -98,5 +108,6 @@ class ServerState:
                 standin=True,
                 standin_requests_served=self.requests_served,
                 standin_bootstrap_connections=self.bootstrap_connections,
+                standin_kv_transfers=self.kv_transfers,
             )
         return info
