@@ -103,8 +103,8 @@ class TransferServer(socketserver.ThreadingTCPServer):
     def send_kv(self, room: int, wait: float, decode: str) -> TransferResult:
         """Wait (up to wait seconds) for this prefill's request with room, then send its KV, or fail as the fault says."""
         if not self.rooms.wait_for(room, wait):
-            return TransferResult(WAITING_FOR_INPUT, reason=f"the prefill received no request with bootstrap_room {room}"
-                                                             f" within {wait:g} s")
+            reason = f"the prefill received no request with bootstrap_room {room} within {wait:g} s"
+            return TransferResult(WAITING_FOR_INPUT, reason=reason)
         if self.fault == "transfer_fails":
             self.log(f"Failed to send kv chunk of {room} to {decode} (fault {ENV_FAULT}=transfer_fails)")
             return TransferResult(FAILED, reason="the KV transfer failed (transfer_fails fault)")
