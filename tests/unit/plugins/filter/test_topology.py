@@ -183,15 +183,21 @@ def test_the_refusals_say_what_the_filter_takes_and_why_the_cidr_is_wrong():
     assert str(refused.value) == "cluster_cidr 'nonsense' is not a network: 'nonsense' does not appear to be an IPv4 or IPv6 network"
 
 
-def test_a_port_without_state_gids_or_network_device_is_named_as_unknown():
+def test_what_a_port_does_not_show_is_named_as_unknown():
     pairs = [{"gpu": 0, "gpu_pci_address": "0000:0c:00.0", "gpu_numa_node": 0, "nic": "mlx5_0",
               "nic_pci_address": "0000:0d:00.0", "nic_numa_node": 0, "via": "pcie_switch"}]
-    rdma = {"devices": [{"name": "mlx5_0", "ports": [{"port": 1, "link_layer": "Ethernet"}]}]}
+    untyped = {"index": 0, "gid": "fe80:0000:0000:0000:0e42:a1ff:fe97:0001"}
+    rdma = {"devices": [{"name": "mlx5_0", "ports": [
+        {"port": 1, "link_layer": "Ethernet"},
+        {"port": 2, "state": "ACTIVE", "link_layer": "Ethernet", "netdev": "eth0", "gids": [untyped]}]}]}
     assert topology.fabric_problems(pairs, rdma, "node-1", "10.0.0.0/24") == [
         "node-1: NIC mlx5_0 port 1 (GPU 0) is unknown (physical state unknown), not ACTIVE: KV transfers through it fail. "
         "Bring the link up (ibstat mlx5_0) or pair the GPU with another NIC.",
         "node-1: NIC mlx5_0 port 1 (GPU 0) is RoCE without a RoCE v2 GID in 10.0.0.0/24 (GIDs: none): Mooncake would pick "
-        "a link-local GID and cross-node transfers fail. Give its network device (none) an address in 10.0.0.0/24."]
+        "a link-local GID and cross-node transfers fail. Give its network device (none) an address in 10.0.0.0/24.",
+        "node-1: NIC mlx5_0 port 2 (GPU 0) is RoCE without a RoCE v2 GID in 10.0.0.0/24 (GIDs: 0 ? %s): Mooncake would "
+        "pick a link-local GID and cross-node transfers fail. Give its network device eth0 an address in 10.0.0.0/24."
+        % untyped["gid"]]
 
 
 def test_paired_nics_the_node_lacks_are_each_named_with_their_gpus():
