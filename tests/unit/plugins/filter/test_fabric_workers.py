@@ -131,7 +131,10 @@ def test_roce_nics_with_different_gid_indexes_are_refused_unless_mc_gid_index_is
     node = fabric(root)
     node["gid_index"]["mlx5_ib5"] = 4
     [problem] = topology.fabric_worker_problems(node, "d0", [worker()], role_vars(node), CIDR)
-    assert "different indexes (mlx5_ib0 3, mlx5_ib1 3, mlx5_ib2 3, mlx5_ib3 3, mlx5_ib4 3, mlx5_ib5 4" in problem
+    assert problem == (
+        "d0: worker sglang-decode uses RoCE NICs whose routable RoCE v2 GIDs have different indexes (mlx5_ib0 3, mlx5_ib1 3, "
+        "mlx5_ib2 3, mlx5_ib3 3, mlx5_ib4 3, mlx5_ib5 4, mlx5_ib6 3, mlx5_ib7 3), and Mooncake takes one MC_GID_INDEX for "
+        "all: give the NICs' network devices their addresses at the same GID index, or set MC_GID_INDEX in the worker's env.")
     assert topology.fabric_worker_problems(node, "d0", [worker(env={"MC_GID_INDEX": 3})], role_vars(node), CIDR) == []
 
 
@@ -141,3 +144,42 @@ def test_mixed_mtus_across_the_fleet_are_refused(tmp_path):
     fx.write(str(other_root / "sys/class/net/eth2/mtu"), "1500\n")
     [problem] = topology.fabric_mtu_problems({"p0": one["rdma"], "d0": fabric(other_root)["rdma"]})
     assert problem.startswith("RoCE ports differ in MTU: 1500 on d0 mlx5_ib2; 9000 on d0 mlx5_ib0")
+
+
+def test_auto_with_no_pairing_for_the_workers_gpus_names_what_the_node_shows(tmp_path):
+    """The node's sysfs shows GPUs 0-3 only: auto finds no NIC for a worker on GPUs 4-7."""
+    node = fabric(fx.topology_node(str(tmp_path)))
+    node["amdgpu"]["gpus"] = node["amdgpu"]["gpus"][:4]
+    node["pairs"] = topology.gpu_nic_affinity(node["amdgpu"], node["rdma"])
+    variables = role_vars(node, sglang_worker_gpu_isolation="base_gpu_id")
+    assert topology.fabric_worker_problems(node, "d0", [worker(gpus=[4, 5, 6, 7])], variables, CIDR, require_rdma=True) == [
+        "d0: sglang_worker_ib_device is auto but the node shows no RDMA device for the GPUs of worker sglang-decode "
+        "(8 RDMA devices, 4 GPUs in sysfs): its KV transfers would go over TCP. Check the RDMA stack (ibstat, the rdma "
+        "role) or set sglang_pd_require_rdma: false."]
+
+
+def test_a_per_gpu_map_is_checked_nic_by_nic(tmp_path):
+    """A comma list per GPU names each NIC; a key that is no GPU number is named as written; a GPU
+    the node's sysfs does not show gets no NUMA verdict, but its NIC is still checked."""
+    node = fabric(fx.topology_node(str(tmp_path)))
+    node["amdgpu"]["gpus"] = node["amdgpu"]["gpus"][:4]
+    by_hand = role_vars(node, ib_device={0: "mlx5_ib0,mlx5_8", "first": "mlx5_9", 4: "mlx5_ib4"})
+    assert topology.fabric_worker_problems(node, "d0", [worker()], by_hand, CIDR) == [
+        "d0: NIC mlx5_8 (GPU 0) is not in the node's RDMA devices.",
+        "d0: NIC mlx5_9 (GPU first) is not in the node's RDMA devices."]
+
+
+def test_listed_nics_name_every_worker_that_uses_them(tmp_path):
+    root = fx.topology_node(str(tmp_path))
+    fx.add_ib_port(str(root), "mlx5_ib3", state="1: DOWN", phys_state="3: Disabled")
+    node = fabric(root)
+    both = [worker(mode="prefill"), worker()]
+    assert topology.fabric_worker_problems(node, "d0", both, role_vars(node, ib_device=["mlx5_ib3", "mlx5_9"]), CIDR) == [
+        "d0: NIC mlx5_9 (all GPUs of worker sglang-prefill, sglang-decode) is not in the node's RDMA devices "
+        "(mlx5_ib0, mlx5_ib1, mlx5_ib2, mlx5_ib3, mlx5_ib4, mlx5_ib5, mlx5_ib6, mlx5_ib7). Name a device the node has, "
+        "or set sglang_worker_ib_device: auto.",
+        "d0: NIC mlx5_ib3 port 1 (GPU all of worker sglang-prefill, sglang-decode) is DOWN (physical state Disabled), not "
+        "ACTIVE: KV transfers through it fail. Bring the link up (ibstat mlx5_ib3) or pair the GPU with another NIC."]
+    no_nics = fabric(fx.topology_node(str(tmp_path / "bare"), nics=()))
+    [problem] = topology.fabric_worker_problems(no_nics, "d0", [worker()], role_vars(no_nics, ib_device=["mlx5_0"]), CIDR)
+    assert "is not in the node's RDMA devices (none)." in problem

@@ -91,9 +91,23 @@ def test_decode_layout_must_fit_the_prefill():
     groups, hostvars = inventory(d0={"sglang_worker_decode_options": {"attn_cp_size": 2, "pp_size": 3}},
                                  p0={"sglang_worker_prefill_options": {"pp_size": 2}})
     problems = pairing_checks.pd_check_pairing(model_of(groups, hostvars))
-    assert [p.split(":", 2)[1].strip() for p in problems] == [
-        "sglang_worker_decode_options.attn_cp_size = 2", "sglang_worker_decode_options.pp_size = 3"]
-    assert all("sglang/srt/disaggregation/common/conn.py" in p for p in problems)
+    assert problems == [
+        'd0: sglang_worker_decode_options.attn_cp_size = 2: a decode worker receives the KV cache with context parallelism '
+        'off (decode worker sglang-decode) (sglang/srt/disaggregation/common/conn.py: "should be equal to 1"); remove '
+        'attn_cp_size from the decode options (context parallelism is for prefill)',
+        "d0: sglang_worker_decode_options.pp_size = 3: a decode worker's pp_size must be 1 or the prefill's, and prefill "
+        "runs pp_size 2 (decode worker sglang-decode) (sglang/srt/disaggregation/common/conn.py: \"should be equal to "
+        "prefill pp size ({info.pp_size}) or 1\"); write pp_size: 1 or 2 for the decode workers"]
+    # Two prefill layouts the decode fits neither of; a prefill without pp_size runs 1, and 1 is the only fix.
+    groups, hostvars = inventory(d0={"sglang_worker_decode_options": {"pp_size": 3}},
+                                 p0={"sglang_worker_prefill_options": {"pp_size": 2}},
+                                 p1={"sglang_pd_service_address": "10.0.0.3", "sglang_worker_prefill_options": {"pp_size": 4}})
+    groups["sglang_prefill"].append("p1")
+    [problem] = pairing_checks.pd_check_pairing(model_of(groups, hostvars))
+    assert "and prefill runs pp_size 2, 4 (decode worker" in problem and problem.endswith("write pp_size: 1 or 2 for the decode workers")
+    groups, hostvars = inventory(d0={"sglang_worker_decode_options": {"pp_size": 3}})
+    [problem] = pairing_checks.pd_check_pairing(model_of(groups, hostvars))
+    assert "and prefill runs pp_size 1 (decode worker" in problem and problem.endswith("; write pp_size: 1 for the decode workers")
     groups, hostvars = inventory(d0={"sglang_worker_decode_options": {"pp_size": 1}},
                                  p0={"sglang_worker_prefill_options": {"pp_size": 2}})
     assert pairing_checks.pd_check_pairing(model_of(groups, hostvars)) == []

@@ -44,10 +44,39 @@ def test_environment_values_are_scalars_and_secrets_stay_hidden():
     assert any(p.startswith("p0: sglang_worker_extra_env.HF_TOKEN = <redacted>") for p in problems)
 
 
+SET_ONCE = ("set {0} once for both modes (sglang_worker_options or the role variable), not in sglang_worker_prefill_options / "
+            "sglang_worker_decode_options or a worker's args")
+KV_CONNECTION = "sglang/srt/disaggregation/common/conn.py"
+
+
 def test_prefill_and_decode_must_agree_on_the_kv_transfer():
     groups, hostvars = inventory()
     assert pairing_checks.pd_check_pairing(model_of(groups, hostvars)) == []
-    groups, hostvars = inventory(d0={"sglang_worker_decode_options": {"kv_cache_dtype": "auto"}})
-    problems = pairing_checks.pd_check_pairing(model_of(groups, hostvars))
-    assert len(problems) == 1 and problems[0].startswith("kv_cache_dtype: prefill and decode workers must agree")
-    assert 'd0 decode worker sglang-decode (sglang_worker_decode_options) use "auto"' in problems[0]
+    # Two prefill workers and one decode worker: the larger group is named first.
+    groups, hostvars = inventory(d0={"sglang_worker_decode_options": {"kv_cache_dtype": "auto"}},
+                                 p1={"sglang_pd_service_address": "10.0.0.3"})
+    groups["sglang_prefill"].append("p1")
+    assert pairing_checks.pd_check_pairing(model_of(groups, hostvars)) == [
+        "kv_cache_dtype: prefill and decode workers must agree on the KV cache's data type (%s: \"Both servers must use the "
+        "same --kv-cache-dtype value.\"), but p0 prefill worker sglang-prefill (sglang_worker_kv_cache_dtype), p1 prefill "
+        "worker sglang-prefill (sglang_worker_kv_cache_dtype) use \"fp8_e4m3\"; d0 decode worker sglang-decode "
+        "(sglang_worker_decode_options) use \"auto\"; " % KV_CONNECTION + SET_ONCE.format("kv_cache_dtype")]
+
+
+@pytest.mark.parametrize("decode_vars, agree_on", [
+    ({"sglang_pd_model_path": "/models/other"}, "model_path: prefill and decode workers must agree on the model, but "),
+    ({"sglang_worker_decode_options": {"served_model_name": "other"}},
+     "served_model_name: prefill and decode workers must agree on the model name clients send, but "),
+    ({"sglang_worker_decode_options": {"page_size": 32}},
+     "page_size: prefill and decode workers must agree on the KV cache's page size (%s: \"Both servers must use the same "
+     "--page-size value.\"), but " % KV_CONNECTION),
+    ({"sglang_worker_decode_options": {"disaggregation_transfer_backend": "nixl"}},
+     "disaggregation_transfer_backend: prefill and decode workers must agree on the KV transfer backend "
+     "(sglang/srt/disaggregation/utils.py: \"if transfer_backend == TransferBackend.MOONCAKE:\"), but "),
+])
+def test_each_paired_option_names_what_differs_and_where_sglang_requires_it(decode_vars, agree_on):
+    """The model and its name have no SGLang words to quote: their sentence cites nothing."""
+    groups, hostvars = inventory(d0=decode_vars)
+    [problem] = pairing_checks.pd_check_pairing(model_of(groups, hostvars))
+    assert problem.startswith(agree_on), problem
+    assert problem.endswith(SET_ONCE.format(agree_on.split(":")[0]))
