@@ -15,7 +15,7 @@ import os
 import pytest
 
 from ansible_collections.mindverse.sglang_pd.tests.unit import sysfs_fixtures as fx
-from test_preflight import failure_message, run
+from test_site_preflight import failure_message, run
 
 ADDRESSES = {'p0': '10.0.0.10', 'd0': '10.0.0.11', 'd1': '10.0.0.12'}
 

@@ -6,7 +6,7 @@
 that read 'false' without the bool filter would act as if true. This runs the playbooks' own
 variable files through ansible-playbook with each switch typed both ways and reads what the
 playbooks decide from them (the preflight's acceptance of the same words is in
-test_preflight.py; the roll refusal's switch is exercised there through rolling_upgrade.yml).
+test_site_preflight.py; the roll refusal's switch is exercised there through rolling_upgrade.yml).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@
 `make test` collects tests/unit and tests/integration in one pytest run. Their folders are no
 packages, so pytest imports each test module by its basename: two files with the same name make
 the whole collection fail ("import file mismatch"), and a helper imported by name
-(`from test_preflight import run`) may resolve to the other one.
+(`from test_site_preflight import run`) may resolve to the other one.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Unit tests of the preflight checks (plugins/plugin_utils/preflight/checks.py) on in-memory inventories.
 
-The same checks run end to end through ansible-playbook in tests/integration/test_preflight.py.
+The same checks run end to end through ansible-playbook in tests/integration/test_site_preflight.py.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 # Copyright: mindverse
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Unit tests of the preflight checks of inventory shape, reachability, container values,
-SGLang's start-up rules and PD pairing (end to end: tests/integration/test_preflight.py)."""
+SGLang's start-up rules and PD pairing (end to end: tests/integration/test_site_preflight.py)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@
 
 plugins/modules/preflight.py documents it; plugins/action/preflight.py runs it (the module has no code of its own).
 
-The same action runs end to end through site.yml in tests/integration/test_preflight.py.
+The same action runs end to end through site.yml in tests/integration/test_site_preflight.py.
 """
 
 from __future__ import annotations
