@@ -7,6 +7,10 @@ The file is created atomically (``O_CREAT | O_EXCL``) and holds JSON: the run's 
 and who holds it (``controller``, ``user``, ``pid``, ``playbook``) ``since`` when. A lock
 held by a run that is gone is stale: a run on the same controller sees that its process no
 longer exists and takes the lock over; any run takes it over when told to break it.
+
+A run holds the lock on the controller (``controller_lock``, the file's path there) for as long
+as it holds the lock on any lock host: on a lock host, a lock of the same controller and
+controller lock file as the run taking it belongs to a run that is gone.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import time
 
 # Seconds between two attempts while waiting for another run's lock.
 POLL_INTERVAL = 2.0
-HOLDER_KEYS = ('run_id', 'controller', 'user', 'pid', 'playbook')
+HOLDER_KEYS = ('run_id', 'controller', 'user', 'pid', 'playbook', 'controller_lock')
 
 
 class LockError(Exception):
@@ -148,6 +152,9 @@ class FleetLock:
             return 'its run is gone (found stale on the controller)'
         if self.local and current.get('controller') == self.holder.get('controller') and not process_alive(current.get('pid')):
             return 'its run is gone (no process %s on %s)' % (current.get('pid'), current.get('controller'))
+        if (not self.local and self.holder.get('controller_lock')
+                and (current.get('controller'), current.get('controller_lock')) == (self.holder['controller'], self.holder['controller_lock'])):
+            return 'its run is gone (this run holds its lock %s on %s now)' % (current['controller_lock'], current['controller'])
         return None
 
     def acquire(self):

@@ -13,14 +13,17 @@ version_added: 0.1.0
 description:
   - Two runs that change one fleet at the same time (two operators, or a cron job and an
     operator) would restart, register and remove workers under each other. Each run that changes
-    the fleet takes a lock first, on the controller and on the first router host; a second run
-    waits for it (O(wait)) or fails, naming who holds it since when.
+    the fleet takes a lock first, on the controller and on a strict majority of the lock hosts
+    (the playbooks count them); a second run waits for it (O(wait)) or fails, naming who holds
+    it since when.
   - The lock is a file created atomically, holding the run's O(run_id) and who holds it. Taking a
     lock this run holds already changes nothing.
   - A lock left by a run that is gone (it failed or was interrupted) is stale. With O(local=true)
     (the controller's lock) a lock of this controller whose process no longer exists is taken
-    over. A lock whose run id is in O(stale_run_ids) is taken over too (the router host's lock of a
-    run the controller found gone). O(break_lock=true) takes over any lock.
+    over. A lock whose run id is in O(stale_run_ids) is taken over too (a lock host's lock of a
+    run the controller found gone), and so is a lock host's lock of the same O(controller) and
+    O(controller_lock) as this run (that run held the controller's lock file, which this run
+    holds now). O(break_lock=true) takes over any lock.
 author:
   - mindverse infrastructure team (@mindverse)
 options:
@@ -56,6 +59,12 @@ options:
       - The process id of the ansible-playbook run on the controller. Found by the module with
         O(local=true) (the topmost of the module's consecutive C(ansible-playbook) ancestors).
     type: int
+  controller_lock:
+    description:
+      - The run's lock file on the controller. With O(local=true) and no value, O(path).
+      - On a lock host, a lock of the same O(controller) and O(controller_lock) held by another
+        run is taken over.
+    type: str
   playbook:
     description:
       - The playbook the run runs, for the message another run shows.
@@ -92,6 +101,8 @@ attributes:
 notes:
   - Releasing at the end of a run is done by the playbooks; a run that fails leaves its lock,
     which the next run on the same controller takes over.
+  - Counting the lock hosts a run holds, and releasing what it took short of a majority, is done
+    by the playbooks too (C(playbooks/stages/lock.yml)).
 """
 
 EXAMPLES = r"""
@@ -104,11 +115,12 @@ EXAMPLES = r"""
   delegate_to: localhost
   register: controller_lock
 
-- name: Take the fleet lock on the first router host, for the same run
+- name: Take the fleet lock on a lock host, for the same run
   mindverse.sglang_pd.sglang_fleet_lock:
     path: /var/lib/sglang-pd/fleet.lock
     run_id: "{{ controller_lock.holder.run_id }}"
     controller: "{{ controller_lock.holder.controller }}"
+    controller_lock: "{{ controller_lock.holder.controller_lock }}"
     user: "{{ controller_lock.holder.user }}"
     pid: "{{ controller_lock.holder.pid }}"
     playbook: site.yml
@@ -128,13 +140,14 @@ holder:
   description: Who holds the lock now (V(present)), or who held it (V(absent)); null when nobody.
   returned: always
   type: dict
-  sample: {"run_id": "ctl-01-4242-1764560000", "controller": "ctl-01", "user": "ops", "pid": 4242,
-           "playbook": "site.yml", "since": 1764560000.5}
+  sample: {"run_id": "ctl-01:4242:1764560000", "controller": "ctl-01", "user": "ops", "pid": 4242,
+           "playbook": "site.yml", "controller_lock": "/home/ops/.cache/sglang-pd/router-1.lock",
+           "since": 1764560000.5}
 taken_over:
   description: The stale lock this run took over, with C(reason); null when there was none.
   returned: when O(state=present)
   type: dict
-  sample: {"run_id": "ctl-01-4000-1764550000", "controller": "ctl-01", "pid": 4000, "reason": "its run is gone"}
+  sample: {"run_id": "ctl-01:4000:1764550000", "controller": "ctl-01", "pid": 4000, "reason": "its run is gone"}
 """
 
 import getpass
@@ -142,7 +155,7 @@ import socket
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.mindverse.sglang_pd.plugins.module_utils._fleet_lock import FleetLock, LockError, describe, find_run
+from ansible_collections.mindverse.sglang_pd.plugins.module_utils._fleet_lock import HOLDER_KEYS, FleetLock, LockError, describe, find_run
 
 
 def main():
@@ -152,6 +165,7 @@ def main():
             state=dict(type='str', default='present', choices=['present', 'absent']),
             run_id=dict(type='str'),
             controller=dict(type='str'),
+            controller_lock=dict(type='str'),
             user=dict(type='str', default=''),
             pid=dict(type='int'),
             playbook=dict(type='str', default=''),
@@ -167,12 +181,13 @@ def main():
         p['pid'], p['run_id'] = find_run()
         p['controller'] = p['controller'] or socket.gethostname()
         p['user'] = p['user'] or getpass.getuser()
+        p['controller_lock'] = p['controller_lock'] or p['path']
         if not p['run_id']:
             module.fail_json(msg='No ansible-playbook process above this module: give run_id, controller and pid.')
     missing = [name for name in ('run_id', 'controller', 'pid') if p[name] in (None, '')]
     if missing:
         module.fail_json(msg='Give %s (only a lock with local=true finds them itself).' % ', '.join(missing))
-    lock = FleetLock(p['path'], dict((k, p[k]) for k in ('run_id', 'controller', 'user', 'pid', 'playbook')),
+    lock = FleetLock(p['path'], dict((k, p[k]) for k in HOLDER_KEYS),
                      local=p['local'], stale_run_ids=p['stale_run_ids'], break_lock=p['break_lock'],
                      wait=p['wait'], check_mode=module.check_mode)
     try:

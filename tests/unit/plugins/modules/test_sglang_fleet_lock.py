@@ -114,3 +114,28 @@ def test_the_run_is_the_topmost_of_consecutive_ansible_playbook_ancestors(monkey
 def test_a_remote_lock_needs_the_run_named(tmp_path):
     result = run_module(sglang_fleet_lock, dict(path=str(tmp_path / 'fleet.lock'), run_id='run-a'))
     assert result['failed'] is True and result['msg'] == 'Give controller, pid (only a lock with local=true finds them itself).'
+
+
+def test_a_lock_hosts_lock_of_this_controllers_lock_file_is_taken_over(tmp_path):
+    # Every run holds its controller's lock file while it holds any lock host: a lock of the
+    # same controller and file belongs to a run that is gone, since this run holds that file.
+    path = tmp_path / 'fleet.lock'
+    run(path, 'run-a', controller_lock='/home/ops/.cache/sglang-pd/router-1.lock')
+    assert run(path, 'run-b', controller_lock='/home/ops/.cache/sglang-pd/other.lock')['failed'] is True
+    assert run(path, 'run-b', controller='ctl-02', controller_lock='/home/ops/.cache/sglang-pd/router-1.lock')['failed'] is True
+    result = run(path, 'run-b', controller_lock='/home/ops/.cache/sglang-pd/router-1.lock')
+    assert result['holder']['run_id'] == 'run-b' and result['holder']['controller_lock'].endswith('router-1.lock')
+    assert result['taken_over']['reason'] == 'its run is gone (this run holds its lock /home/ops/.cache/sglang-pd/router-1.lock on ctl-01 now)'
+
+
+def test_the_controllers_own_lock_is_not_taken_over_for_its_file(tmp_path):
+    path = tmp_path / 'fleet.lock'
+    run(path, 'run-a', local=True, controller_lock=str(path))
+    assert run(path, 'run-b', local=True, controller_lock=str(path))['failed'] is True
+
+
+def test_the_controllers_lock_records_its_own_path(tmp_path, monkeypatch):
+    monkeypatch.setattr(sglang_fleet_lock, 'find_run', lambda: (os.getpid(), 'ctl-01:%d:1' % os.getpid()))
+    path = tmp_path / 'fleet.lock'
+    result = run_module(sglang_fleet_lock, dict(path=str(path), local=True))
+    assert result['holder']['controller_lock'] == str(path) and result['holder']['run_id'] == 'ctl-01:%d:1' % os.getpid()
