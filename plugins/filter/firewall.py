@@ -5,7 +5,8 @@
 The sglang_firewall role writes it as one nftables table of its own (``inet sglang_pd``):
 the ports of this host's workers (HTTP, bootstrap, dist-init) and its router's metrics
 port only from ``sglang_pd_cluster_cidr``, and the model seed's port where weights are staged
-(``sglang_pd_model_stage``); its router port only from ``sglang_pd_client_cidrs``.
+(``sglang_pd_model_stage``) and the router balancer's metrics port; its router port and the
+balancer's frontend port (role sglang_router_lb) only from ``sglang_pd_client_cidrs``.
 Every other port, SSH included, is left to the operator's own rules.
 """
 from __future__ import annotations
@@ -82,15 +83,29 @@ def _worker_peers(host, members, hostvars):
     return [other for other in members if (hostvars[other].get("sglang_pd_worker_group") or None) == group]
 
 
-def pd_firewall(host, groups, hostvars, router_defaults=None, model_defaults=None):
+def router_lb_ports(host, groups, one, lb_defaults=None):
+    """``(client ports, cluster ports)`` of the router balancer on HOST (role sglang_router_lb), else none.
+
+    Clients reach its frontend (sglang_router_lb_port, null: the routers' port); the cluster scrapes
+    its metrics (sglang_router_lb_prometheus_port, else LB_DEFAULTS': the role's defaults).
+    """
+    if host not in (groups.get("sglang_router_lb") or []):
+        return set(), set()
+    metrics = one.get("sglang_router_lb_prometheus_port", (lb_defaults or {}).get("sglang_router_lb_prometheus_port"))
+    return {int(one.get("sglang_router_lb_port") or router_port(one, one))}, ({int(metrics)} if metrics not in (None, "") else set())
+
+
+def pd_firewall(host, groups, hostvars, router_defaults=None, model_defaults=None, lb_defaults=None):
     """The firewall of HOST: ``{cluster: {v4, v6, ports}, clients: {v4, v6, ports}}``.
 
     ROUTER_DEFAULTS are the sglang_router role's defaults (its metrics port, when the host does
-    not set sglang_router_prometheus_port); MODEL_DEFAULTS the sglang_model role's (its seed port).
+    not set sglang_router_prometheus_port); MODEL_DEFAULTS the sglang_model role's (its seed port);
+    LB_DEFAULTS the sglang_router_lb role's (its metrics port).
 
     ``cluster.ports``: the HTTP, bootstrap and dist-init ports of the workers on HOST, the
-    metrics port of its router and the model seed's port; ``clients.ports``: its router port. Raises when a network is
-    invalid or missing, or when a port to guard is the host's SSH port.
+    metrics ports of its router and balancer and the model seed's port; ``clients.ports``: its
+    router and balancer ports. Raises when a network is invalid or missing, or when a port to
+    guard is the host's SSH port.
     """
     one = hostvars[host]
     cluster_ports, client_ports = set(), set()
@@ -111,6 +126,9 @@ def pd_firewall(host, groups, hostvars, router_defaults=None, model_defaults=Non
         if metrics not in (None, ""):
             cluster_ports.add(int(metrics))
     cluster_ports.update(model_seed_ports(host, groups, one, model_defaults))
+    lb_clients, lb_cluster = router_lb_ports(host, groups, one, lb_defaults)
+    client_ports |= lb_clients
+    cluster_ports |= lb_cluster
     ssh = int(one.get("ansible_port") or DEFAULT_SSH_PORT)
     if ssh in cluster_ports | client_ports:
         raise AnsibleFilterError(f"{host}: port {ssh} is both a service port and SSH's: the firewall never guards SSH")

@@ -7,6 +7,7 @@ worker plan into its rules file; tests/fleet/monitoring.yml checks that every ta
 they name is up. Inventory variables only (``hostvars``), never gathered facts.
 
 Jobs: ``sglang_router`` (each router's Prometheus port, sglang_router_prometheus_port),
+``sglang_router_lb`` (the HAProxy exporter of each router balancer, sglang_router_lb_prometheus_port),
 ``sglang_worker`` (each serving worker started with SGLang's ``--enable-metrics``: its
 ``/metrics`` on its HTTP port, open without the API key), ``node`` (the node exporter of
 every sglang_pd host) and ``amd_device_metrics`` (extra targets given by the operator).
@@ -23,10 +24,12 @@ from ansible_collections.mindverse.sglang_pd.plugins.filter.pd import (
     router_metrics_url,
     service_address,
 )
+from ansible_collections.mindverse.sglang_pd.plugins.filter.router_lb import router_lb_bind
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.service_plan import WORKER_MODE_EXTRA_ARGS, worker_options
 
 DEFAULT_NODE_EXPORTER_PORT = 9100
-JOBS = ("sglang_router", "sglang_worker", "node", "amd_device_metrics")
+JOBS = ("sglang_router", "sglang_router_lb", "sglang_worker", "node", "amd_device_metrics")
+WILDCARDS = (None, "", "0.0.0.0", "::")
 
 # Every metric the rules and the dashboard read, and the source file that defines it in the
 # pinned versions (sglang 0.5.14 wheel, sglang-router 0.3.2 wheel). tests/unit checks the
@@ -122,19 +125,37 @@ def _extra_targets(extra):
     return configs
 
 
+def router_lb_metrics_target(hostvars_one, host, lb_defaults=None):
+    """``ADDRESS:PORT`` of the HAProxy exporter of the router balancer on HOST, or "" when it exports none.
+
+    Its port is sglang_router_lb_prometheus_port (LB_DEFAULTS: the sglang_router_lb role's defaults);
+    its address sglang_router_lb_prometheus_host unless that is a wildcard, else the host's service address.
+    """
+    port = hostvars_one.get("sglang_router_lb_prometheus_port", (lb_defaults or {}).get("sglang_router_lb_prometheus_port"))
+    if port in (None, "", 0):
+        return ""
+    address = hostvars_one.get("sglang_router_lb_prometheus_host")
+    return router_lb_bind(hostvars_one, host, None if address in WILDCARDS else address, port)
+
+
 def pd_scrape_configs(groups, hostvars, router_defaults=None, node_exporter_port=DEFAULT_NODE_EXPORTER_PORT,
-                      amd_exporter_targets=None, scrape_interval=None):
+                      amd_exporter_targets=None, scrape_interval=None, lb_defaults=None):
     """Prometheus ``scrape_configs`` for the fleet, one job per kind of target (``JOBS``).
 
     Each target carries a ``host`` label (its inventory name); a worker's also
     ``worker_type``, ``worker`` (its URL, as the router's metrics name it) and ``service``.
     A job without targets is left out (Prometheus accepts it, but it says nothing).
+    LB_DEFAULTS are the sglang_router_lb role's defaults (the balancer's metrics port).
     """
     jobs = {job: [] for job in JOBS}
     for host in _hosts(groups, "sglang_router"):
         url = router_metrics_url(hostvars[host], host, router_defaults)
         if url:
             jobs["sglang_router"].append({"targets": [url.split("://", maxsplit=1)[1]], "labels": {"host": host}})
+    for host in _hosts(groups, "sglang_router_lb"):
+        target = router_lb_metrics_target(hostvars[host], host, lb_defaults)
+        if target:
+            jobs["sglang_router_lb"].append({"targets": [target], "labels": {"host": host}})
     for worker in pd_worker_plan(groups, hostvars):
         if worker["metrics"]:
             jobs["sglang_worker"].append({"targets": [worker["target"]], "labels": {

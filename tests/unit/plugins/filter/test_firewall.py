@@ -17,6 +17,8 @@ from preflight_engine import resolver
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 with open(os.path.join(REPO, "roles", "sglang_router", "defaults", "main.yml"), encoding="utf-8") as _handle:
     ROUTER_DEFAULTS = yaml.safe_load(_handle)
+with open(os.path.join(REPO, "roles", "sglang_router_lb", "defaults", "main.yml"), encoding="utf-8") as _handle:
+    LB_DEFAULTS = yaml.safe_load(_handle)
 NETWORKS = {"sglang_pd_cluster_cidr": "10.0.0.0/16", "sglang_pd_client_cidrs": ["10.1.0.0/16", "fd00::/64"]}
 
 
@@ -97,3 +99,18 @@ def test_a_node_that_stages_model_weights_admits_its_seed_port_only_from_the_clu
 def test_no_seed_port_without_staging():
     groups, hostvars = fleet(p0={"sglang_pd_model_stage": False})
     assert 8730 not in firewall.pd_firewall("p0", groups, hostvars, ROUTER_DEFAULTS, {"sglang_model_seed_port": 8730})["cluster"]["ports"]
+
+
+def test_a_balancer_host_admits_clients_to_its_frontend_and_the_cluster_to_its_metrics():
+    groups, hostvars = fleet()
+    hostvars["lb0"] = dict(NETWORKS, sglang_pd_service_address="10.0.0.9")
+    groups["sglang_router_lb"] = ["lb0"]
+    rules = firewall.pd_firewall("lb0", groups, hostvars, ROUTER_DEFAULTS, None, LB_DEFAULTS)
+    # Its frontend's port defaults to the routers' (clients keep theirs), its metrics to the role's default.
+    assert rules["clients"]["ports"] == [30000]
+    assert rules["cluster"]["ports"] == [LB_DEFAULTS["sglang_router_lb_prometheus_port"]]
+    hostvars["lb0"].update(sglang_router_lb_port=31000, sglang_router_lb_prometheus_port=8406)
+    rules = firewall.pd_firewall("lb0", groups, hostvars, ROUTER_DEFAULTS, None, LB_DEFAULTS)
+    assert (rules["clients"]["ports"], rules["cluster"]["ports"]) == ([31000], [8406])
+    # A host outside the group admits neither.
+    assert 31000 not in firewall.pd_firewall("d0", groups, hostvars, ROUTER_DEFAULTS, None, LB_DEFAULTS)["clients"]["ports"]

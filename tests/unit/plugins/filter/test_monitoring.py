@@ -105,6 +105,15 @@ def test_router_metrics_port_and_host_follow_the_router_variables():
     assert "sglang_router" not in jobs(monitoring.pd_scrape_configs(groups, hostvars, ROUTER_DEFAULTS))
 
 
+def test_each_router_balancer_is_scraped_at_its_service_address():
+    groups, hostvars = fleet(p0={"sglang_pd_service_address": "fd00::1"})
+    groups["sglang_router_lb"] = ["p0", "d1"]
+    hostvars["d1"].update(sglang_router_lb_prometheus_port=8406, sglang_router_lb_prometheus_host="0.0.0.0")
+    configs = jobs(monitoring.pd_scrape_configs(groups, hostvars, ROUTER_DEFAULTS, lb_defaults={"sglang_router_lb_prometheus_port": 8405}))
+    assert targets(configs["sglang_router_lb"]) == [("[fd00::1]:8405", {"host": "p0"}), ("10.0.0.3:8406", {"host": "d1"})]
+    assert "sglang_router_lb" not in jobs(monitoring.pd_scrape_configs(*fleet(), ROUTER_DEFAULTS)), "no balancer, no job"
+
+
 def test_node_exporter_port_per_host_and_ipv6():
     groups, hostvars = fleet(p0={"sglang_monitoring_node_exporter_port": 9200}, d1={"sglang_pd_service_address": "fd00::3"})
     found = targets(jobs(monitoring.pd_scrape_configs(groups, hostvars, ROUTER_DEFAULTS, node_exporter_port=9101))["node"])
