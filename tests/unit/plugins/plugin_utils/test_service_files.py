@@ -14,6 +14,7 @@ from pathlib import Path
 import yaml
 
 from ansible_collections.mindverse.sglang_pd.plugins.filter import pd
+from ansible_collections.mindverse.sglang_pd.plugins.filter import service_plan as service_plan_filters
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils import service_files as sf
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils import service_plan as sp
 
@@ -145,3 +146,10 @@ def test_an_env_value_with_a_newline_is_a_problem_of_the_plan_not_a_failure():
 def test_a_stop_timeout_that_is_no_number_is_a_problem_of_the_plan():
     plan = sp.worker_plan(_worker(), {**WORKER_VARS, "sglang_worker_stop_timeout": "soon"})
     assert plan["files"] == [] and "sglang-prefill: its files cannot be made" in plan["problems"][0]
+
+
+def test_the_render_writes_the_launch_script_a_deploy_writes():
+    worker = _worker()
+    worker["plan"] = sp.worker_plan(worker, WORKER_VARS)
+    rendered = {entry["path"]: entry["content"] for entry in service_plan_filters.pd_render_files({"workers": [worker], "routers": []})}
+    assert rendered["p0/sglang-prefill.sh"] == _by_path(worker["plan"])["/etc/sglang-pd/sglang-prefill.sh"]["content"]
