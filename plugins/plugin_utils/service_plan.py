@@ -6,10 +6,11 @@
 topology) or the router's workers, and the role's variables, into the service's whole plan:
 its command line (argv, with the variable behind each item), environment, secret file,
 container, ``docker run`` command line, launch script and ready gate, and every file of the
-service with its text (``files``, plugins/plugin_utils/service_files.py: env file, launch script,
-unit, ready gate). The roles hand the plan whole to the sglang_service role (``sglang_service_plan``); the preflight builds the same plans
-for the whole fleet (``pd_model``), and the render writes them (``pd_render_files``), so what
-is checked and rendered is what runs.
+service with its text (``files``, plugins/plugin_utils/service_files.py: env file, launch
+script, unit, ready gate). The roles hand the plan whole to the sglang_service role
+(``sglang_service_plan``); the preflight builds the same plans for the whole fleet
+(``pd_model``), and the render writes them (``pd_render_files``), so what is checked and
+rendered is what runs.
 
 Only what the controller cannot know is a parameter: the devices present on the host, its
 group IDs, and the flags of the image's router.
