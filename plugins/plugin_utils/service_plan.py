@@ -5,10 +5,12 @@
 ``worker_plan`` and ``router_plan`` turn a worker (``pd_workers``, plugins/filter/pd.py: the
 topology) or the router's workers, and the role's variables, into the service's whole plan:
 its command line (argv, with the variable behind each item), environment, secret file,
-container, ``docker run`` command line, launch script and ready gate. The roles hand the plan
-whole to the sglang_service role (``sglang_service_plan``); the preflight builds the same plans
-for the whole fleet (``pd_model``), and the render writes them (``pd_render_files``), so what
-is checked and rendered is what runs.
+container, ``docker run`` command line, launch script and ready gate, and every file of the
+service with its text (``files``, plugins/plugin_utils/service_files.py: env file, launch
+script, unit, ready gate). The roles hand the plan whole to the sglang_service role
+(``sglang_service_plan``); the preflight builds the same plans for the whole fleet
+(``pd_model``), and the render writes them (``pd_render_files``), so what is checked and
+rendered is what runs.
 
 Only what the controller cannot know is a parameter: the devices present on the host, its
 group IDs, and the flags of the image's router.
@@ -26,6 +28,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.mindverse.sglang_pd.plugins.filter.pd import router_port, worker_gid_index, worker_ib_device
 from ansible_collections.mindverse.sglang_pd.plugins.filter.pd_live import pd_service_labels
 from ansible_collections.mindverse.sglang_pd.plugins.filter.layout import pd_service_files
+from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.service_files import service_files
 from ansible_collections.mindverse.sglang_pd.plugins.module_utils._layout import SECRET_MOUNT, http_url
 
 MANAGED = "Ansible managed"
@@ -615,11 +618,10 @@ def launch_script(docker_argv, description, managed=MANAGED):
 
 # --------------------------------------------------------------------------- plans
 
-def _plan(launch, container, image, description, role_vars, stop_timeout, managed):
+def _plan(launch, container, image, description, role_vars, stop_timeout, managed, ready_gate=None):
     """The plan of the service CONTAINER runs: what the sglang_service role takes (sglang_service_plan)."""
     docker_argv = docker_run_argv(container, image, launch["argv"])
-    files = pd_service_files(container["name"], role_vars.get("sglang_service_config_dir"))
-    return {
+    plan = {
         "name": container["name"],
         "description": description,
         "image": image,
@@ -629,14 +631,26 @@ def _plan(launch, container, image, description, role_vars, stop_timeout, manage
         "docker_args": docker_run_options(container),
         "docker_argv": docker_argv,
         "script": launch_script(docker_argv, description, managed),
-        # The env file's text is made where it is written (sglang_service): a value with a newline
-        # fails there, and the preflight reports it as the variable's mistake, not as a plan that fails.
         "env": launch["env"],
         "secret": launch["secret"],
-        "secret_file": files["secret"],
+        "secret_file": pd_service_files(container["name"], role_vars.get("sglang_service_config_dir"))["secret"],
         "stop_timeout": stop_timeout,
-        "ready_gate": {},
+        "ready_gate": ready_gate or {},
+        "problems": [],
     }
+    # A value with a newline cannot be written to an env file: the plan says so (the sglang_service
+    # role refuses it, the preflight reports it as the variable's mistake) rather than failing.
+    try:
+        env_text = env_file(launch["env"])
+    except AnsibleFilterError as exc:
+        env_text = None
+        plan["problems"].append(f"{plan['name']}: {exc}")
+    try:
+        plan["files"] = service_files(plan, env_text, role_vars, managed)
+    except (TypeError, ValueError) as exc:  # a stop timeout or port that is no number: the argument specs say which
+        plan["files"] = []
+        plan["problems"].append(f"{plan['name']}: its files cannot be made: {exc}")
+    return plan
 
 
 def worker_plan(worker, role_vars, devices=None, groups=None, managed=MANAGED):
@@ -646,8 +660,9 @@ def worker_plan(worker, role_vars, devices=None, groups=None, managed=MANAGED):
     (the preflight, the render) takes the configured ones. ``managed`` heads the launch script.
     Returns ``name``, ``description``, ``image``, ``launch`` (``worker_launch``: argv, origins,
     options, env, secret), ``docker_args`` (the ``docker run`` options), ``docker_argv``,
-    ``script`` (the launch script), ``env`` (its env file), ``secret`` and
-    ``secret_file``, ``stop_timeout`` and ``ready_gate`` (none).
+    ``script`` (the launch script), ``env`` (its env file's variables), ``secret`` and
+    ``secret_file``, ``stop_timeout``, ``ready_gate`` (none), ``files`` (every file of the
+    service with its text: ``service_files``) and ``problems`` (why a file cannot be written).
     """
     launch = worker_launch(worker, role_vars)
     container = worker_container(worker, role_vars, launch, devices, groups)
@@ -665,12 +680,17 @@ def router_plan(prefills, decodes, role_vars, address, supported=None, listen_al
     ready gate: other hosts are kept out until ``sglang_router_ready_path`` answers.
     """
     launch = router_launch(prefills, decodes, role_vars, address, supported, listen_all)
-    plan = _plan(launch, router_container(role_vars, launch), role_vars.get("sglang_router_image"),
-                 router_description(launch), role_vars, role_vars.get("sglang_router_stop_timeout"), managed)
     port = launch["options"]["port"]
-    plan["url"] = http_url(address, port)
+    url = http_url(address, port)
+    gate = {"port": port, "url": url + str(role_vars.get("sglang_router_ready_path") or ""),
+            "timeout": role_vars.get("sglang_router_ready_timeout")}
+    # The router's unit restarts it after sglang_router_restart_sec, not the workers' wait.
+    unit_vars = dict(role_vars)
+    if role_vars.get("sglang_router_restart_sec") is not None:
+        unit_vars["sglang_service_restart_sec"] = role_vars["sglang_router_restart_sec"]
+    plan = _plan(launch, router_container(role_vars, launch), role_vars.get("sglang_router_image"),
+                 router_description(launch), unit_vars, role_vars.get("sglang_router_stop_timeout"), managed, gate)
+    plan["url"] = url
     plan["workers_env_file"] = pd_service_files(plan["name"], role_vars.get("sglang_service_config_dir"))["workers_env"]
     plan["workers_env_text"] = env_file(launch["workers_env"])
-    plan["ready_gate"] = {"port": port, "url": plan["url"] + str(role_vars.get("sglang_router_ready_path") or ""),
-                          "timeout": role_vars.get("sglang_router_ready_timeout")}
     return plan

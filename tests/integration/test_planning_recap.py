@@ -32,10 +32,15 @@ pytest.importorskip('ansible_runner')
 
 HOST = 'worker_0'
 WORKER = 'sglang-decode'
-# The worker's plan (the role's own plan needs the node): a launch script the node does not have.
+# The worker's plan (the role's own plan needs the node): a launch script, an env file and a unit
+# the node does not have, under the temporary folders the run is given.
 PLAN = ("{{ {'name': __sglang_worker.name, 'description': 'test worker', 'docker_argv': ['docker', 'run', '--detach', 'image'],"
         " 'script': '#!/bin/sh\\nexec docker run --detach image\\n', 'env': {'A': '1'}, 'secret': {}, 'secret_file': '',"
-        " 'stop_timeout': 120, 'ready_gate': {}} }}")
+        " 'stop_timeout': 120, 'ready_gate': {}, 'files': ["
+        "{'path': sglang_service_config_dir ~ '/' ~ __sglang_worker.name ~ '.env', 'content': 'A=1\\n', 'mode': '0600'},"
+        " {'path': sglang_service_config_dir ~ '/' ~ __sglang_worker.name ~ '.sh',"
+        " 'content': '#!/bin/sh\\nexec docker run --detach image\\n', 'mode': '0750'},"
+        " {'path': __sglang_service_unit_path, 'content': '[Unit]\\n', 'mode': '0644'}]} }}")
 WRITE = "Write the service's files"
 FIND_DAEMON_CHANGE = 'Find whether the Docker daemon runs here and whether its configuration would change'
 # The systemctl verbs that only read.

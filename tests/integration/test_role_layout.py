@@ -33,15 +33,20 @@ REPORT = {
     'router_env_files': OPTION_VALUES.format(plans=ROUTER_PLANS, flag='--env-file'),
     'worker_env_files': OPTION_VALUES.format(plans=WORKER_PLANS, flag='--env-file'),
     'worker_volumes': OPTION_VALUES.format(plans=WORKER_PLANS, flag='--volume'),
+    # Every file the sglang_service role would write for this host's services, and their units.
+    'file_paths': f"{{{{ ({WORKER_PLANS} + {ROUTER_PLANS}) | map(attribute='files') | flatten | map(attribute='path') | list }}}}",
+    'units': (f"{{{{ ({WORKER_PLANS} + {ROUTER_PLANS}) | map(attribute='files') | flatten"
+              " | selectattr('path', 'match', '/etc/systemd/') | map(attribute='content') | list }}"),
 }
 
 
-def _inventory(config_dir=None):
+def _inventory(config_dir=None, service_vars=None):
     common = {'ansible_connection': 'local', 'ansible_become': False, 'ansible_python_interpreter': sys.executable,
               'sglang_pd_image_repository': 'registry.example/sglang', 'sglang_pd_image_digest': 'sha256:' + 'a' * 64,
               'sglang_pd_model_path': '/models/glm'}
     if config_dir:
         common['sglang_service_config_dir'] = config_dir
+    common.update(service_vars or {})
     return {'all': {'vars': common, 'children': {
         'sglang_router': {'hosts': {'router_0': {'sglang_pd_service_address': 'fd00:57::10'}}},
         'sglang_prefill': {'hosts': {'prefill_0': {'sglang_pd_service_address': 'fd00:57::11'}}},
@@ -49,7 +54,7 @@ def _inventory(config_dir=None):
     }}}
 
 
-def _report(tmp_path, config_dir=None):
+def _report(tmp_path, config_dir=None, service_vars=None):
     role_files = [os.path.join(ROLES, role, kind, 'main.yml')
                   for role in ('sglang_worker', 'sglang_router') for kind in ('defaults', 'vars')]
     play = {
@@ -61,7 +66,7 @@ def _report(tmp_path, config_dir=None):
             {'name': 'Report', 'ansible.builtin.set_stats': {'data': {'{{ inventory_hostname }}': REPORT}, 'per_host': False}},
         ],
     }
-    return run_play(tmp_path, play, _inventory(config_dir), name='custom' if config_dir else 'default')
+    return run_play(tmp_path, play, _inventory(config_dir, service_vars), name='custom' if config_dir else 'default')
 
 
 def test_the_router_url_of_an_ipv6_service_address_is_bracketed(tmp_path):
@@ -77,3 +82,18 @@ def test_a_services_container_reads_its_files_from_the_configured_dir(tmp_path):
     assert custom['router_0']['router_env_files'] == [f'{CONFIG_DIR}/sglang-router.env', f'{CONFIG_DIR}/sglang-router.workers.env']
     assert custom['prefill_0']['worker_env_files'] == [f'{CONFIG_DIR}/sglang-prefill.env']
     assert f'{CONFIG_DIR}/sglang-prefill.secret.json:/run/sglang-pd/secret.json:ro' in custom['prefill_0']['worker_volumes']
+
+
+def test_every_file_of_a_service_is_planned_where_the_sglang_service_role_writes_it(tmp_path):
+    custom = _report(tmp_path, CONFIG_DIR, {'sglang_service_follower_path': '/opt/pd/follow', 'sglang_service_restart_sec': 7})
+    assert custom['router_0']['file_paths'] == [
+        f'{CONFIG_DIR}/sglang-router.env', f'{CONFIG_DIR}/sglang-router.sh', '/opt/pd/follow',
+        '/etc/systemd/system/sglang-router.service', '/opt/pd/open-when-ready', f'{CONFIG_DIR}/sglang-router.gate.nft']
+    assert custom['decode_0']['file_paths'] == [
+        f'{CONFIG_DIR}/sglang-decode.env', f'{CONFIG_DIR}/sglang-decode.sh', '/opt/pd/follow',
+        '/etc/systemd/system/sglang-decode.service']
+    # The inventory's unit settings reach the units; the router keeps its own restart wait.
+    decode_unit, = custom['decode_0']['units']
+    router_unit, = custom['router_0']['units']
+    assert 'RestartSec=7\n' in decode_unit and f'ExecStartPre={CONFIG_DIR}/sglang-decode.sh\n' in decode_unit
+    assert 'RestartSec=1\n' in router_unit and 'ExecStart=/opt/pd/follow sglang-router\n' in router_unit

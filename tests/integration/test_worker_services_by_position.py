@@ -25,7 +25,9 @@ REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
 # Each worker's plan, named after the worker of the loop (the role's own plan needs the node).
 PLAN = ("{{ {'name': __sglang_worker.name, 'description': 'test worker', 'docker_argv': ['docker', 'run', '--detach', 'image'],"
         " 'script': '#!/bin/sh\\n', 'env': {}, 'secret': {}, 'secret_file': '', 'stop_timeout': 120,"
-        " 'ready_gate': {}} }}")
+        " 'ready_gate': {}, 'files': ["
+        "{'path': '/etc/sglang-pd/' ~ __sglang_worker.name ~ '.sh', 'content': '#!/bin/sh\\n', 'mode': '0750'},"
+        " {'path': '/etc/systemd/system/' ~ __sglang_worker.name ~ '.service', 'content': '[Unit]\\n', 'mode': '0644'}]} }}")
 WORKERS = {'host-a': ['sglang-prefill'], 'host-b': ['sglang-decode'], 'host-c': ['sglang-decode', 'sglang-decode-1']}
 
 
