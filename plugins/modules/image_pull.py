@@ -22,9 +22,10 @@ description:
     by M(community.docker.docker_image_pull) and a logout leaves one in both cases until the logout).
   - Without O(username) the daemon gets the credentials of the Docker configuration file, if any
     (for example a login kept on purpose).
-  - The pull's own error (refused credentials, unknown digest, unreachable registry) is returned in
-    the failure message, with the password removed should the registry echo it, and RV(retryable)
-    says whether trying again can help (not for refused credentials or an unknown image).
+  - The pull's own error (refused credentials, unknown digest, unreachable registry, a full data-root) is
+    returned in the failure message, with the password removed should the registry echo it, and RV(retryable)
+    says whether trying again can help (not for refused credentials, an unknown image or a full data-root).
+    When the data-root filled up, the message names it and the free space measured before the pull.
   - Run it with C(async) to pull in the background while other work goes on; the credentials then
     stay only in the task's temporary files, which Ansible removes when the pull ends.
 extends_documentation_fragment:
@@ -141,7 +142,8 @@ retryable:
   description:
     - Whether the failed pull may succeed when tried again. False when the registry refused the
       credentials or does not know the image (C(unauthorized), C(denied), C(manifest unknown),
-      C(not found)); true for anything else, such as a registry that cannot be reached.
+      C(not found)), or when Docker's data-root ran out of space (C(no space left on device)); true for
+      anything else, such as a registry that cannot be reached.
   returned: failure
   type: bool
 """
@@ -161,8 +163,11 @@ from ansible_collections.mindverse.sglang_pd.plugins.module_utils._image_artifac
 )
 
 
-# Words of the registry's answers that no retry changes: refused credentials, an unknown image.
-FINAL_ERRORS = ('unauthorized', 'denied', 'manifest unknown', 'not found')
+# The daemon's answer when the pull filled Docker's data-root.
+NO_SPACE = 'no space left on device'
+# Words of the answers that no retry changes: refused credentials, an unknown image, a data-root
+# out of space (each try fills it again until space is freed there).
+FINAL_ERRORS = ('unauthorized', 'denied', 'manifest unknown', 'not found', NO_SPACE)
 
 
 class PullError(Exception):
@@ -220,6 +225,14 @@ def pull(api, name, auth_config=None):
     return {key: len(value) for key, value in layers.items()}
 
 
+def where_space_ran_out(message, data_root, free_bytes):
+    """MESSAGE, and when the pull ran out of space, where and how much was free before it."""
+    if NO_SPACE not in message.lower():
+        return message
+    return ("%s. Docker's data-root %s ran out of space (%s bytes free before the pull): free space there, "
+            "or put the data-root on a larger file system" % (message, data_root, free_bytes))
+
+
 def room(api):
     """Docker's data-root and the bytes free on its file system (None when that folder is not here)."""
     data_root = api.info().get('DockerRootDir', '')
@@ -252,7 +265,10 @@ def run(module, api):
     if module.params['username']:
         auth_config = {'username': module.params['username'], 'password': module.params['password']}
     started = time.monotonic()
-    layers = pull(api, name, auth_config)
+    try:
+        layers = pull(api, name, auth_config)
+    except PullError as exc:
+        raise PullError(where_space_ran_out(str(exc), data_root, free_bytes)) from None
     seconds = round(time.monotonic() - started, 3)
     found = local_image(api, name)
     if found is None:

@@ -9,6 +9,7 @@ registry are used by tests/integration/test_image_pull_engine.py and the molecul
 
 from __future__ import annotations
 
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -162,11 +163,21 @@ def test_a_refused_pull_fails_with_the_registry_reason_and_no_secret(api):
     ('manifest unknown: manifest unknown', False),
     ('Get "https://registry:5443/v2/": dial tcp 172.30.57.1:5443: connect: connection refused', True),
     ('read tcp: i/o timeout', True),
+    ('failed to register layer: Error processing tar file(exit status 1): write /opt/venv/x.so: no space left on device', False),
 ])
 def test_only_a_pull_that_may_succeed_later_is_retryable(api, error, expected):
     api.events = [{'error': error}]
     result = run_module(image_pull, {'name': REF})
     assert result['failed'] is True and result['retryable'] is expected
+
+
+def test_a_pull_that_fills_the_data_root_names_it_and_the_space_it_had(api, tmp_path):
+    api.data_root = str(tmp_path)
+    api.events = [{'error': 'write /var/lib/docker/tmp/GetImageBlob1: no space left on device'}]
+    result = run_module(image_pull, {'name': REF})
+    assert result['failed'] is True and result['retryable'] is False
+    assert result['msg'].startswith('Pulling %s failed: write /var/lib/docker/tmp/GetImageBlob1: no space left on device. ' % REF)
+    assert re.search(r"Docker's data-root %s ran out of space \(\d+ bytes free before the pull\)" % re.escape(str(tmp_path)), result['msg'])
 
 
 def test_an_image_without_the_pinned_digest_fails(api):
