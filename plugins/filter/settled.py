@@ -23,7 +23,8 @@ CODE_FOLDERS = ('roles', 'plugins', 'playbooks')
 # under the role's name) and where Ansible reaches the host.
 OTHER_VARIABLES = ('ansible_host',)
 # Variables that steer a run and change nothing on a node (the lock, this comparison itself).
-RUN_VARIABLES = ('sglang_pd_skip_settled', 'sglang_pd_break_lock', 'sglang_pd_lock_wait')
+RUN_VARIABLES = ('sglang_pd_skip_settled', 'sglang_pd_break_lock', 'sglang_pd_lock_wait', 'sglang_pd_lock_hosts',
+                 'sglang_pd_lock_dir', 'sglang_pd_lock_path')
 
 
 def _code_digest():

@@ -14,16 +14,14 @@ import os
 import shutil
 import stat
 import subprocess
-import sys
 
 import pytest
+from playbook_runner import REPO, run_playbook
 
-ansible_runner = pytest.importorskip('ansible_runner')
+pytest.importorskip('ansible_runner')
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
 PLAYBOOK = os.path.join(REPO, 'playbooks', 'mooncake_patch.yml')
 FIXTURES = os.path.join(REPO, 'tests', 'unit', 'fixtures', 'mooncake')
-VENV_BIN = os.path.dirname(sys.executable)
 
 PATCH_TASK = 'Apply the HIP-transport and dmabuf fixes to the Mooncake source'
 IMPL = 'mooncake-transfer-engine/src/transfer_engine_impl.cpp'
@@ -65,23 +63,8 @@ def play(tmp_path, extravars, cmdline=None):
     private.mkdir()
     inventory = tmp_path / 'inventory.ini'
     inventory.write_text('# empty: the play runs on the implicit localhost\n')
-    runner = ansible_runner.run(
-        private_data_dir=str(private),
-        project_dir=REPO,
-        playbook=PLAYBOOK,
-        inventory=str(inventory),
-        extravars=extravars,
-        cmdline=cmdline,
-        envvars={
-            'ANSIBLE_CONFIG': os.path.join(REPO, 'ansible.cfg'),
-            'ANSIBLE_COLLECTIONS_PATH': os.path.join(REPO, '.cache', 'collections'),
-            'ANSIBLE_LOCALHOST_WARNING': 'false',
-            'ANSIBLE_INVENTORY_UNPARSED_WARNING': 'false',
-            'ANSIBLE_NOCOLOR': 'true',
-            'PATH': VENV_BIN + os.pathsep + os.environ.get('PATH', ''),
-        },
-        quiet=True,
-    )
+    runner = run_playbook(private, PLAYBOOK, str(inventory), extravars, cmdline, project_dir=REPO,
+                          env={'ANSIBLE_INVENTORY_UNPARSED_WARNING': 'false'})
     return Run(runner)
 
 

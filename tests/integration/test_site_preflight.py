@@ -15,17 +15,15 @@ import atexit
 import concurrent.futures
 import copy
 import os
-import sys
 import tempfile
 
 import pytest
+from playbook_runner import REPO, run_playbook
 import yaml
 
-ansible_runner = pytest.importorskip('ansible_runner')
+pytest.importorskip('ansible_runner')
 
 ROUTER_KEY = 'router-key-4c1e9b'
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
-VENV_BIN = os.path.dirname(sys.executable)
 PREFLIGHT_PLAY = 'Validate the inventory before anything changes'
 DIGEST = 'sha256:' + '5e' * 32
 TASK_EVENTS = ('runner_on_ok', 'runner_on_failed', 'runner_on_skipped', 'runner_on_unreachable',
@@ -88,25 +86,9 @@ def run(tmp_path, inventory, extravars=None, cmdline=None, playbook='site.yml'):
     private.mkdir()
     path = tmp_path / ('hosts-%d.yml' % len(list(tmp_path.glob('hosts-*.yml'))))
     path.write_text(yaml.safe_dump(inventory, sort_keys=False))
-    runner = ansible_runner.run(
-        private_data_dir=str(private),
-        project_dir=REPO,
-        playbook=os.path.join(REPO, playbook),
-        inventory=str(path),
-        extravars=extravars or {},
-        cmdline=cmdline,
-        envvars={
-            'ANSIBLE_CONFIG': os.path.join(REPO, 'ansible.cfg'),
-            'ANSIBLE_COLLECTIONS_PATH': os.path.join(REPO, '.cache', 'collections'),
-            # The example inventories read the router's key from the environment.
-            'SGLANG_ROUTER_API_KEY': ROUTER_KEY,
-            'ANSIBLE_LOCALHOST_WARNING': 'false',
-            'ANSIBLE_NOCOLOR': 'true',
-            'ANSIBLE_HOST_KEY_CHECKING': 'false',
-            'PATH': VENV_BIN + os.pathsep + os.environ.get('PATH', ''),
-        },
-        quiet=True,
-    )
+    runner = run_playbook(private, os.path.join(REPO, playbook), str(path), extravars, cmdline, project_dir=REPO,
+                          # The example inventories read the router's key from the environment.
+                          env={'SGLANG_ROUTER_API_KEY': ROUTER_KEY, 'ANSIBLE_HOST_KEY_CHECKING': 'false'})
     return Run(runner)
 
 

@@ -43,6 +43,8 @@ def test_a_changed_variable_host_or_group_changes_the_digest(changes, groups):
     {'pd_decode_0': {'__sglang_pd_managed': {'files': {'/etc/x': {}}}}},
     {'pd_decode_0': {'inventory_hostname_short': 'pd'}},
     {'pd_decode_0': {'sglang_pd_skip_settled': False, 'sglang_pd_break_lock': True}},
+    {'pd_decode_0': {'sglang_pd_lock_hosts': ['pd-decode-0'], 'sglang_pd_lock_wait': 30}},
+    {'pd_prefill_0': {'sglang_pd_lock_dir': '/tmp/locks', 'sglang_pd_lock_path': '/run/fleet.lock'}},
 ])
 def test_facts_of_the_run_magic_and_run_variables_do_not(changes):
     assert plan_digest(hostvars(**changes), GROUPS) == plan_digest(hostvars(), GROUPS)
