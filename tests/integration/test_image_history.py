@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The image history a host keeps for rollbacks, read as the sglang_image role reads it.
 
-The role's own tasks/history.yml and vars/main.yml run under Ansible against files in a temporary
+The role's own tasks/read_history.yml and vars/main.yml run under Ansible against files in a temporary
 folder: the history under the state folder wins; a host that last ran an earlier release has it
 only under the old folder, and it is read from there; a host with neither has none.
 """
@@ -53,7 +53,7 @@ def read(tmp_path_factory):
             {'name': 'Point at the files of this case', 'ansible.builtin.set_fact': {
                 '__sglang_image_history_file': '{{ history_now }}',
                 '__sglang_image_history_file_before': '{{ history_before }}'}},
-            {'name': 'Read', 'ansible.builtin.include_tasks': {'file': os.path.join(ROLE, 'tasks', 'history.yml')}},
+            {'name': 'Read', 'ansible.builtin.include_tasks': {'file': os.path.join(ROLE, 'tasks', 'read_history.yml')}},
             {'name': 'Report', 'ansible.builtin.set_stats': {
                 'data': {'{{ inventory_hostname }}': '{{ __sglang_image_history_read }}'}, 'per_host': False}},
         ],
