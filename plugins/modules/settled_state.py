@@ -24,8 +24,10 @@ description:
     named C(sglang*).
   - O(state=recorded) records only a node that holds what O(managed) asks for (files with that content, units
     active and enabled); otherwise it records nothing and says why in RV(differences).
-  - O(state=compared) removes a record the node no longer matches (not in check mode), so a run that fails
-    before recording leaves none behind. O(state=absent) removes the record.
+  - O(state=compared) removes a record the node itself no longer matches (not in check mode), so a run that fails
+    before recording leaves none behind. A record made under another plan is kept and the compare reports no change:
+    its digest keeps every run of another plan from skipping, and a run of the recorded plan compares the node again.
+    O(state=absent) removes the record.
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
 attributes:
@@ -154,17 +156,17 @@ def forget(module, path):
 
 
 def compared(module, path, digest):
-    """(settled, differences, removed) of the node against its record; an unmatched record is removed."""
+    """(settled, differences, removed) of the node against its record; a record the node no longer matches is
+    removed, one made under another plan kept."""
     record = load(path)
     if record is None:
         return False, ['no record of a verified site.yml run'], forget(module, path)
     if record.get('digest') != digest:
-        differences = ['the plan changed since the recorded run (inventory variables or collection files)']
-    else:
-        before = record['observed']
-        now = _settled.observe(module, {p: bool((s or {}).get('secret')) for p, s in before['files'].items()},
-                               before['directories'], before['absent'], before['units'], before['trees'])
-        differences = _settled.changes(before, now)
+        return False, ['the plan changed since the recorded run (inventory variables or collection files)'], False
+    before = record['observed']
+    now = _settled.observe(module, {p: bool((s or {}).get('secret')) for p, s in before['files'].items()},
+                           before['directories'], before['absent'], before['units'], before['trees'])
+    differences = _settled.changes(before, now)
     return not differences, differences, bool(differences) and forget(module, path)
 
 
