@@ -203,7 +203,7 @@ class HealthPoller:
     """
 
     def __init__(self, client, url, method='GET', body=None, status_codes=(200,), timeout=600.0,
-                 request_timeout=10.0, initial_delay=0.0, interval=1.0, max_interval=1.0,
+                 request_timeout=10.0, initial_delay=0.0, interval=1.0, max_interval=0.5,
                  refused_max_interval=2.0, clock=time.monotonic, sleep=time.sleep):
         self.client = client
         self.url = url

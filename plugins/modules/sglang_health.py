@@ -82,7 +82,7 @@ options:
       - Upper bound in seconds of the wait between two attempts once any attempt got an HTTP answer.
       - The most the module can return late after the endpoint turns healthy.
     type: float
-    default: 1
+    default: 0.5
   refused_max_interval:
     description:
       - Upper bound in seconds of the wait between two attempts while no attempt got an HTTP answer yet
@@ -188,7 +188,7 @@ def main():
             request_timeout=dict(type='float', default=10),
             initial_delay=dict(type='float', default=0),
             interval=dict(type='float', default=1),
-            max_interval=dict(type='float', default=1),
+            max_interval=dict(type='float', default=0.5),
             refused_max_interval=dict(type='float', default=2),
             headers=dict(type='dict'),
         ),
