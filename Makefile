@@ -70,6 +70,7 @@ bench: setup  # each run appends a dated section to docs/benchmarks/results.md; 
 	python bench/bench_scale_out.py --runs 2 --append docs/benchmarks/results.md
 	python bench/bench_model_verify.py --append docs/benchmarks/results.md
 	python bench/bench_model_stage.py --append docs/benchmarks/results.md
+	python bench/bench_health_lag.py --runs 2 --append docs/benchmarks/results.md
 	python bench/bench_render.py --hosts 32 1000 --runs 3 --append docs/benchmarks/results.md
 	python bench/bench_scaling.py --nodes 3 6 12 --noop-runs 2 --append docs/benchmarks/results.md
 	$(MAKE) --no-print-directory demo

@@ -195,13 +195,16 @@ class HealthPoller:
 
     Backoff: the first attempt starts after ``initial_delay``; after the n-th
     failed attempt the poller sleeps ``interval * 2 ** (n - 1)`` seconds, capped at
-    ``max_interval``. A wait that would pass the deadline is cut to end there and
-    followed by one last attempt.
+    ``refused_max_interval`` while no attempt has had an HTTP answer (nothing listens
+    yet: a server loading its model) and at ``max_interval`` from the first HTTP answer
+    on (any status: a server warming up answers 503), so a healthy answer is seen at
+    most ``max_interval`` late. A wait that would pass the deadline is cut to end there
+    and followed by one last attempt.
     """
 
     def __init__(self, client, url, method='GET', body=None, status_codes=(200,), timeout=600.0,
-                 request_timeout=10.0, initial_delay=0.0, interval=1.0, max_interval=10.0,
-                 clock=time.monotonic, sleep=time.sleep):
+                 request_timeout=10.0, initial_delay=0.0, interval=1.0, max_interval=0.5,
+                 refused_max_interval=2.0, clock=time.monotonic, sleep=time.sleep):
         self.client = client
         self.url = url
         self.method = method
@@ -212,12 +215,17 @@ class HealthPoller:
         self.initial_delay = float(initial_delay)
         self.interval = float(interval)
         self.max_interval = float(max_interval)
+        self.refused_max_interval = float(refused_max_interval)
         self.clock = clock
         self.sleep = sleep
 
-    def backoff(self, attempt):
-        """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
-        return min(self.interval * (2 ** (attempt - 1)), self.max_interval)
+    def backoff(self, attempt, answered):
+        """Seconds to wait after failed attempt number ``attempt`` (1-based).
+
+        ``answered``: whether any attempt so far got an HTTP answer, whatever its status.
+        """
+        cap = self.max_interval if answered else self.refused_max_interval
+        return min(self.interval * (2 ** (attempt - 1)), cap)
 
     def run(self):
         """Return ``(ok, result)``; ``result`` always carries the return values."""
@@ -230,6 +238,7 @@ class HealthPoller:
         if self.initial_delay > 0:
             self.sleep(min(self.initial_delay, self.timeout))
         last_try = False
+        answered = False
         while True:
             attempts += 1
             # A request never runs far past the deadline, but gets at least 1 s (or request_timeout if smaller).
@@ -240,7 +249,7 @@ class HealthPoller:
             except HttpRequestError as exc:
                 last_status, last_error, last_excerpt = None, exc.reason, None
             else:
-                last_status, last_error = resp.status, None
+                last_status, last_error, answered = resp.status, None, True
                 last_excerpt = resp.excerpt(200)
                 if resp.status in self.status_codes:
                     return True, dict(
@@ -253,7 +262,7 @@ class HealthPoller:
             remaining = deadline - self.clock()
             if last_try or remaining <= 0:
                 break
-            pause = self.backoff(attempts)
+            pause = self.backoff(attempts, answered)
             if pause >= remaining:
                 # Sleep up to the deadline and try one last time there.
                 pause, last_try = remaining, True
@@ -285,9 +294,9 @@ def run_health_module(module):
     p = module.params
     if p['timeout'] <= 0:
         module.fail_json(msg='timeout must be greater than 0, got %s.' % p['timeout'])
-    if p['interval'] <= 0 or p['max_interval'] <= 0:
-        module.fail_json(msg='interval and max_interval must be greater than 0, got %s and %s.'
-                         % (p['interval'], p['max_interval']))
+    if min(p['interval'], p['max_interval'], p['refused_max_interval']) <= 0:
+        module.fail_json(msg='interval, max_interval and refused_max_interval must be greater than 0, '
+                             'got %s, %s and %s.' % (p['interval'], p['max_interval'], p['refused_max_interval']))
 
     def poll(url):
         # One client per URL: each poller runs in its own thread.
@@ -296,7 +305,8 @@ def run_health_module(module):
         return HealthPoller(
             client, url, method=p['method'], body=p['body'], status_codes=p['status_code'],
             timeout=p['timeout'], request_timeout=p['request_timeout'], initial_delay=p['initial_delay'],
-            interval=p['interval'], max_interval=p['max_interval']).run()
+            interval=p['interval'], max_interval=p['max_interval'],
+            refused_max_interval=p['refused_max_interval']).run()
 
     if p['url'] is not None:
         ok, result = poll(p['url'])

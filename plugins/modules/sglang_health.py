@@ -15,8 +15,13 @@ description:
     until it answers with one of the expected status codes, or fails once the total deadline passes.
   - With O(urls) it polls every URL of the list at the same time, each as O(url) alone would be (up to 32 at
     once), and fails when any of them fails, naming each; a fleet's workers cost one call, not one each.
-  - Between attempts it backs off exponentially, starting at O(interval) and capped at O(max_interval).
-    When the next wait would pass the deadline, it waits until the deadline and tries one last time.
+  - Between attempts it backs off exponentially, starting at O(interval) and doubling after each failed attempt.
+    Until an attempt gets an HTTP answer (the connection is refused or times out, as while a server loads its
+    model) the wait is capped at O(refused_max_interval). From the first HTTP answer on, whatever its status
+    (a server warming up answers 503), it is capped at O(max_interval), also if the endpoint later stops answering.
+  - So an endpoint that has answered once is seen healthy at most O(max_interval) after it turns healthy;
+    one that goes from refusing connections straight to healthy, at most O(refused_max_interval) after.
+  - When the next wait would pass the deadline, it waits until the deadline and tries one last time.
   - The module only reads; it never reports a change and runs in check mode as well.
 author:
   - mindverse infrastructure team (@mindverse)
@@ -74,9 +79,16 @@ options:
     default: 1
   max_interval:
     description:
-      - Upper bound in seconds of the wait between two attempts.
+      - Upper bound in seconds of the wait between two attempts once any attempt got an HTTP answer.
+      - The most the module can return late after the endpoint turns healthy.
     type: float
-    default: 10
+    default: 0.5
+  refused_max_interval:
+    description:
+      - Upper bound in seconds of the wait between two attempts while no attempt got an HTTP answer yet
+        (connection refused, timed out, TLS or DNS error).
+    type: float
+    default: 2
   headers:
     description:
       - Extra HTTP headers sent with every attempt.
@@ -94,7 +106,7 @@ EXAMPLES = r"""
   mindverse.sglang_pd.sglang_health:
     url: "http://{{ ansible_host }}:30100/health_generate"
     timeout: 1800
-    max_interval: 15
+    refused_max_interval: 5
 
 - name: Wait until the router is ready (one healthy prefill and one healthy decode)
   mindverse.sglang_pd.sglang_health:
@@ -176,7 +188,8 @@ def main():
             request_timeout=dict(type='float', default=10),
             initial_delay=dict(type='float', default=0),
             interval=dict(type='float', default=1),
-            max_interval=dict(type='float', default=10),
+            max_interval=dict(type='float', default=0.5),
+            refused_max_interval=dict(type='float', default=2),
             headers=dict(type='dict'),
         ),
         mutually_exclusive=[('url', 'urls')],

@@ -63,22 +63,85 @@ class StubClient:
         return HttpResponse(method, url, answer, b'', latency=self.cost)
 
 
+class PhasedStub:
+    """A server on the fake clock: refuses until REFUSE_UNTIL, answers 503 until HEALTHY_AT, then 200."""
+
+    def __init__(self, clock, refuse_until, healthy_at, cost=0.125):
+        self.clock = clock
+        self.refuse_until = refuse_until
+        self.healthy_at = healthy_at
+        self.cost = cost
+        self.sent_at = []
+        self.answered = []
+
+    def request(self, method, url, body=None, timeout=None, **kwargs):
+        self.sent_at.append(self.clock.now)
+        self.clock.now += self.cost
+        if self.sent_at[-1] < self.refuse_until:
+            self.answered.append(False)
+            raise HttpRequestError(method, url, 'Connection refused', refused=True)
+        self.answered.append(True)
+        return HttpResponse(method, url, 200 if self.sent_at[-1] >= self.healthy_at else 503, b'', latency=self.cost)
+
+
 # ----------------------------------------------------------------- backoff
-@pytest.mark.parametrize('interval, max_interval, expected', [
+@pytest.mark.parametrize('interval, refused_max_interval, expected', [
     (1, 10, [1, 2, 4, 8, 10, 10]),
     (0.5, 3, [0.5, 1, 2, 3, 3, 3]),
     (5, 5, [5, 5, 5, 5, 5, 5]),
 ])
-def test_backoff_is_exponential_and_capped(interval, max_interval, expected):
-    poller = HealthPoller(None, 'http://x', interval=interval, max_interval=max_interval)
-    assert [poller.backoff(n) for n in range(1, 7)] == expected
+def test_backoff_before_any_answer_grows_to_the_refused_cap(interval, refused_max_interval, expected):
+    poller = HealthPoller(None, 'http://x', interval=interval, max_interval=1, refused_max_interval=refused_max_interval)
+    assert [poller.backoff(n, answered=False) for n in range(1, 7)] == expected
+
+
+@pytest.mark.parametrize('interval, max_interval, expected', [
+    (1, 1, [1, 1, 1, 1, 1, 1]),
+    (0.25, 1, [0.25, 0.5, 1, 1, 1, 1]),
+    (1, 10, [1, 2, 4, 8, 10, 10]),
+])
+def test_backoff_after_an_answer_is_capped_at_max_interval(interval, max_interval, expected):
+    poller = HealthPoller(None, 'http://x', interval=interval, max_interval=max_interval, refused_max_interval=60)
+    assert [poller.backoff(n, answered=True) for n in range(1, 7)] == expected
+
+
+# Refusing for REFUSE s, then 503 for WARM s, then 200: polled with interval 1, max_interval 1 and a
+# refused cap of 8, as a worker loading its model and warming up is.
+@pytest.mark.parametrize('refuse, warm', [(0, 0), (0, 30), (45, 0.5), (45, 3), (100, 12), (600, 2.5)])
+def test_after_the_first_answer_no_gap_exceeds_max_interval(refuse, warm):
+    clock = FakeClock()
+    server = PhasedStub(clock, refuse_until=refuse, healthy_at=refuse + warm)
+    poller = HealthPoller(server, 'http://x/health_generate', timeout=3600, interval=1, max_interval=1,
+                          refused_max_interval=8, clock=clock, sleep=clock.sleep)
+    ok, result = poller.run()
+    assert ok and result['status'] == 200
+    first_answer = server.answered.index(True)
+    gaps = [b - a for a, b in zip(server.sent_at, server.sent_at[1:])]
+    assert max(gaps[first_answer:], default=0) <= 1 + server.cost, gaps[first_answer:]
+    # While refused, the waits double from 1 s up to the refused cap and stay there.
+    refused_waits = clock.sleeps[:first_answer]
+    assert refused_waits == [min(2 ** n, 8) for n in range(len(refused_waits))]
+    # Seen healthy at most the refused cap late when it never answered 503, else at most max_interval late.
+    lag = result['elapsed'] - (refuse + warm)
+    assert lag <= (8 if server.answered.count(True) == 1 and refuse > 0 else 1) + 2 * server.cost, lag
+
+
+def test_max_interval_holds_when_the_endpoint_stops_answering_again():
+    clock = FakeClock()
+    refused = HttpRequestError('GET', 'http://x', 'Connection refused', refused=True)
+    client = StubClient([refused, refused, 503] + [refused] * 5 + [200], clock=clock)
+    poller = HealthPoller(client, 'http://x', timeout=600, interval=1, max_interval=1, refused_max_interval=8,
+                          clock=clock, sleep=clock.sleep)
+    ok, result = poller.run()
+    assert ok and result['attempts'] == 9
+    assert clock.sleeps == [1, 2] + [1] * 6
 
 
 def test_sleeps_follow_backoff_and_stop_at_the_deadline():
     clock = FakeClock()
     client = StubClient([503])
     poller = HealthPoller(client, 'http://x/health', timeout=30, initial_delay=5, interval=1, max_interval=10,
-                          clock=clock, sleep=clock.sleep)
+                          refused_max_interval=1, clock=clock, sleep=clock.sleep)
     ok, result = poller.run()
     assert not ok
     # initial delay, then 1, 2, 4, 8, then capped at 10 and cut to what is left of the 30 s.
@@ -108,6 +171,7 @@ def test_transport_errors_are_retried():
     ok, result = poller.run()
     assert ok
     assert result['attempts'] == 3
+    # The defaults: from 1 s up to the refused cap of 2 s.
     assert clock.sleeps == [1, 2]
 
 
@@ -229,6 +293,14 @@ def test_module_rejects_bad_method():
     result = run_module(sglang_health, dict(url='http://127.0.0.1:1/health', method='PUT'))
     assert result['failed'] is True
     assert 'method' in result['msg']
+
+
+@pytest.mark.parametrize('option', ['interval', 'max_interval', 'refused_max_interval'])
+def test_module_rejects_a_non_positive_wait(option):
+    # A short deadline: without the check, a zero wait would poll for the whole of it.
+    result = run_module(sglang_health, {'url': 'http://127.0.0.1:1/health', 'timeout': 1, option: 0})
+    assert result['failed'] is True
+    assert option in result['msg'] and 'greater than 0' in result['msg']
 
 
 def test_module_rejects_non_positive_timeout():
