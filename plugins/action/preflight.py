@@ -9,6 +9,7 @@ import os
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.model import RESOLVED_ROLES
+from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.problems import CHECK_IDS
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.runner import CHECKS, TITLES, run_checks
 
 COLLECTION = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -45,9 +46,9 @@ class ActionModule(ActionBase):
             # The caller runs this task with no_log (the plan holds API keys), which would hide the
             # error: it is returned as the problem of a check the caller's assert shows.
             result.update(failed_check="preflight", model=None, problems={"preflight": [f"{type(exc).__name__}: {exc}"]},
-                          msg="The preflight itself failed, before any check could report: a defect of the collection.")
+                          msg=f"The preflight itself failed, before any check could report: a defect of the collection. [{CHECK_IDS['preflight']}]")
             return result
         failed = outcome["failed"]
         result.update(failed_check=failed, problems=outcome["problems"], model=outcome["model"],
-                      msg=f"The inventory fails the {failed} check: {TITLES[failed]}." if failed else f"All {len(CHECKS)} checks passed.")
+                      msg=f"The inventory fails the {failed} check: {TITLES[failed]}. [{CHECK_IDS[failed]}]" if failed else f"All {len(CHECKS)} checks passed.")
         return result

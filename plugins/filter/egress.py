@@ -39,7 +39,7 @@ def egress_attempts(text, allowed_hosts, limit=20):
     if text is None:
         return []
     if not isinstance(text, str):
-        raise AnsibleFilterError(f"egress_attempts expects log text, got {type(text).__name__}")
+        raise AnsibleFilterError(f"egress_attempts expects log text, got {type(text).__name__} [SGLPD-DEF-001]")
     allowed = {str(h).strip("[]").lower() for h in (allowed_hosts or []) if h}
     found = []
     for line in text.splitlines():

@@ -123,7 +123,7 @@ def _schedule(tests, base_port):
         index += 1
     if base_port + index - 1 > 65535:
         raise AnsibleFilterError("sglang_pd_fabric_port %d leaves no room for %d tests below port 65535: choose a lower "
-                                 "first port." % (base_port, index))
+                                 "first port. [SGLPD-FAB-001]" % (base_port, index))
 
 
 def _min_gbps(settings):
@@ -134,7 +134,7 @@ def _min_gbps(settings):
     try:
         return float(value)
     except (TypeError, ValueError):
-        raise AnsibleFilterError("sglang_pd_fabric_min_gbps = %r: not a number of Gb/s; write for example 300." % (value,))
+        raise AnsibleFilterError("sglang_pd_fabric_min_gbps = %r: not a number of Gb/s; write for example 300. [SGLPD-FAB-001]" % (value,))
 
 
 def _expected(settings, rates):
@@ -360,7 +360,7 @@ def _number(value):
 def fabric_check_markdown(report):
     """The report as Markdown: the node matrix, every NIC pair, the failures."""
     if not isinstance(report, Mapping):
-        raise AnsibleFilterError("fabric_check_markdown takes the report of fabric_check_report")
+        raise AnsibleFilterError("fabric_check_markdown takes the report of fabric_check_report [SGLPD-DEF-001]")
     summary = report["summary"]
     settings = report["settings"]
     threshold = ("at least %s Gb/s per pair (sglang_pd_fabric_min_gbps)" % settings["min_gbps"] if settings.get("min_gbps")

@@ -32,9 +32,9 @@ def _networks(value, variable):
         try:
             networks.append(ipaddress.ip_network(str(item).strip(), strict=False))
         except ValueError as exc:
-            raise AnsibleFilterError(f"{variable}: {item!r} is not a network ({exc})") from exc
+            raise AnsibleFilterError(f"{variable}: {item!r} is not a network ({exc}) [SGLPD-FWL-001]") from exc
     if not networks:
-        raise AnsibleFilterError(f"{variable} is empty: the firewall would admit nobody")
+        raise AnsibleFilterError(f"{variable} is empty: the firewall would admit nobody [SGLPD-FWL-001]")
     return networks
 
 
@@ -131,7 +131,7 @@ def pd_firewall(host, groups, hostvars, router_defaults=None, model_defaults=Non
     cluster_ports |= lb_cluster
     ssh = int(one.get("ansible_port") or DEFAULT_SSH_PORT)
     if ssh in cluster_ports | client_ports:
-        raise AnsibleFilterError(f"{host}: port {ssh} is both a service port and SSH's: the firewall never guards SSH")
+        raise AnsibleFilterError(f"{host}: port {ssh} is both a service port and SSH's: the firewall never guards SSH [SGLPD-FWL-002]")
     cluster = _by_family(_networks(one.get("sglang_pd_cluster_cidr"), "sglang_pd_cluster_cidr"))
     clients = _by_family(_networks(one.get("sglang_pd_client_cidrs"), "sglang_pd_client_cidrs"))
     return {

@@ -194,7 +194,7 @@ def fleet_live_services(services, inspected=None, units_text="", health=None):
 def fleet_status(plan, live, routers_live=None):
     """The fleet's status and drift (see the module docstring)."""
     if not isinstance(plan, Mapping) or not isinstance(live, Mapping):
-        raise AnsibleFilterError("fleet_status takes the plan {services, routers} and the live nodes {host: {...}}")
+        raise AnsibleFilterError("fleet_status takes the plan {services, routers} and the live nodes {host: {...}} [SGLPD-DEF-001]")
     planned_by_host = {}
     for service in plan.get("services") or []:
         planned_by_host.setdefault(service["host"], []).append(service)

@@ -16,7 +16,7 @@ def pd_service_files(name, config_dir=None):
     try:
         return _layout.service_files(name, config_dir)
     except ValueError as exc:
-        raise AnsibleFilterError(f"pd_service_files: {exc}") from exc
+        raise AnsibleFilterError(f"pd_service_files: {exc} [SGLPD-DEF-001]") from exc
 
 
 def image_reference(repository, digest):
@@ -24,7 +24,7 @@ def image_reference(repository, digest):
     try:
         return _layout.image_reference(repository, digest)
     except ValueError as exc:
-        raise AnsibleFilterError(str(exc)) from exc
+        raise AnsibleFilterError(f"{exc} [SGLPD-IMG-020]") from exc
 
 
 def image_digest(reference, repository=None):
@@ -37,7 +37,7 @@ def pd_http_url(address, port):
     try:
         return _layout.http_url(address, port)
     except (TypeError, ValueError) as exc:
-        raise AnsibleFilterError(f"pd_http_url: expected an address and a port, got {address!r}, {port!r}") from exc
+        raise AnsibleFilterError(f"pd_http_url: expected an address and a port, got {address!r}, {port!r} [SGLPD-DEF-001]") from exc
 
 
 class FilterModule:

@@ -20,7 +20,7 @@ def _host_list(value, name):
     if value is None:
         return []
     if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
-        raise AnsibleFilterError(f"model_stage_plan: {name} must be a list of host names, got {value!r}")
+        raise AnsibleFilterError(f"model_stage_plan: {name} must be a list of host names, got {value!r} [SGLPD-MDL-010]")
     return list(dict.fromkeys(str(host) for host in value))
 
 
@@ -34,7 +34,7 @@ def _concurrency(value, name):
             pass
     if number is None or number < 1:
         raise AnsibleFilterError(f"model_stage_plan: {name} = {value!r}: write a whole number of at least 1 "
-                                 f"(sglang_model_{name}: the downloads one source serves at a time)")
+                                 f"(sglang_model_{name}: the downloads one source serves at a time) [SGLPD-MDL-010]")
     return number
 
 
@@ -66,7 +66,7 @@ def model_stage_plan(hosts, holders, source_concurrency=2, peer_concurrency=2, h
         if not has_source:
             raise AnsibleFilterError(
                 f"{', '.join(waiting)}: the model is missing or wrong, but no node holds a verified copy and no "
-                "source URL is set; set sglang_model_source_url, or copy the model to one node (or mount it) first")
+                "source URL is set; set sglang_model_source_url, or copy the model to one node (or mount it) first [SGLPD-MDL-011]")
         waves.append([{"host": host, "source": "url"} for host in waiting[:source_concurrency]])
         holders = list(waiting[:source_concurrency])
         waiting = waiting[source_concurrency:]

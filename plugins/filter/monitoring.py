@@ -118,9 +118,9 @@ def _extra_targets(extra):
             target, labels = str(item["target"]), dict(item.get("labels") or {})
         else:
             raise AnsibleFilterError(
-                f"sglang_monitoring_amd_exporter_targets: {item!r} is neither 'ADDRESS:PORT' nor {{target: ADDRESS:PORT, labels: {{...}}}}")
+                f"sglang_monitoring_amd_exporter_targets: {item!r} is neither 'ADDRESS:PORT' nor {{target: ADDRESS:PORT, labels: {{...}}}} [SGLPD-MON-001]")
         if ":" not in target or not target.rsplit(":", maxsplit=1)[1].isdigit():
-            raise AnsibleFilterError(f"sglang_monitoring_amd_exporter_targets: {target!r} is not ADDRESS:PORT")
+            raise AnsibleFilterError(f"sglang_monitoring_amd_exporter_targets: {target!r} is not ADDRESS:PORT [SGLPD-MON-001]")
         configs.append({"targets": [target], "labels": {str(k): str(v) for k, v in labels.items()}})
     return configs
 

@@ -95,7 +95,7 @@ def service_address(hostvars_one, host: str) -> str:
     if problem:
         raise AnsibleFilterError(
             f"{host}: {problem}; set sglang_pd_service_address, or list the host's addresses in "
-            f"sglang_pd_addresses (source: {source})")
+            f"sglang_pd_addresses (source: {source}) [SGLPD-INV-001]")
     return address
 
 
@@ -154,9 +154,9 @@ def pd_workers(hosts, hostvars, mode, ranks="serving"):
     returned unless ``ranks='all'`` (what the worker role runs on each host).
     """
     if mode not in MODES:
-        raise AnsibleFilterError(f"mode must be one of {MODES}, got {mode!r}")
+        raise AnsibleFilterError(f"mode must be one of {MODES}, got {mode!r} [SGLPD-DEF-001]")
     if ranks not in ("serving", "all"):
-        raise AnsibleFilterError(f"ranks must be 'serving' or 'all', got {ranks!r}")
+        raise AnsibleFilterError(f"ranks must be 'serving' or 'all', got {ranks!r} [SGLPD-DEF-001]")
     workers = []
     for host in hosts:
         one = hostvars[host]
@@ -300,7 +300,7 @@ def router_worker_spec(worker):
     try:
         mode, url = worker["mode"], worker["url"]
     except (KeyError, TypeError) as exc:
-        raise AnsibleFilterError(f"expected a worker with 'mode' and 'url' (pd_workers filter), got {worker!r}") from exc
+        raise AnsibleFilterError(f"expected a worker with 'mode' and 'url' (pd_workers filter), got {worker!r} [SGLPD-DEF-001]") from exc
     spec = {"url": url, "worker_type": mode}
     if mode == "prefill" and worker.get("bootstrap_port") is not None:
         spec["bootstrap_port"] = int(worker["bootstrap_port"])

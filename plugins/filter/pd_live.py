@@ -23,9 +23,9 @@ def pd_service_labels(service):
     try:
         name, mode, port = service["name"], service["mode"], service["port"]
     except (KeyError, TypeError) as exc:
-        raise AnsibleFilterError(f"expected a service with name, mode and port, got {service!r}") from exc
+        raise AnsibleFilterError(f"expected a service with name, mode and port, got {service!r} [SGLPD-DEF-001]") from exc
     if mode not in MODES:
-        raise AnsibleFilterError(f"mode must be one of {MODES}, got {mode!r}")
+        raise AnsibleFilterError(f"mode must be one of {MODES}, got {mode!r} [SGLPD-DEF-001]")
     labels = [f"{SERVICE_LABEL}={name}", f"{LABEL_PREFIX}mode={mode}", f"{LABEL_PREFIX}port={int(port)}"]
     if mode == "prefill" and service.get("bootstrap_port") is not None:
         labels.append(f"{LABEL_PREFIX}bootstrap_port={int(service['bootstrap_port'])}")
@@ -40,7 +40,7 @@ def pd_live_services(containers, address, mode=None):
     image, url, state, container}]`` sorted by name, only ``mode`` when given.
     """
     if not isinstance(containers, list):
-        raise AnsibleFilterError(f"expected the containers list of docker_host_info, got {type(containers).__name__}")
+        raise AnsibleFilterError(f"expected the containers list of docker_host_info, got {type(containers).__name__} [SGLPD-DEF-001]")
     services = []
     for container in containers:
         labels = container.get("Labels") or {}

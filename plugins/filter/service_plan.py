@@ -76,7 +76,7 @@ def pd_render_files(model, router_flags=None):
     are left out as a deploy leaves them out; without it every option that is set is shown.
     """
     if not isinstance(model, dict) or "workers" not in model:
-        raise AnsibleFilterError("pd_render_files: expected the plan pd_model builds")
+        raise AnsibleFilterError("pd_render_files: expected the plan pd_model builds [SGLPD-DEF-001]")
     files = []
     for worker in model["workers"]:
         files += _file_pair(worker["host"], _worker_doc(worker, worker["plan"]), worker["plan"])

@@ -53,7 +53,7 @@ def plan_digest(hostvars, groups):
                                    if (name.startswith(VARIABLE_PREFIXES) or name in OTHER_VARIABLES)
                                    and name not in RUN_VARIABLES}
         except Exception as exc:  # pylint: disable=broad-exception-caught
-            raise AnsibleFilterError(f'plan_digest: a variable of {host} cannot be evaluated ({type(exc).__name__})')
+            raise AnsibleFilterError(f'plan_digest: a variable of {host} cannot be evaluated ({type(exc).__name__}) [SGLPD-SVC-006]')
     text = json.dumps(plan, sort_keys=True, default=str)
     return hashlib.sha256(f'{_code_digest()}\n{text}'.encode('utf-8', 'surrogateescape')).hexdigest()
 

@@ -57,7 +57,7 @@ def nearness(gpu, nic):
 def gpu_nic_affinity(amdgpu, rdma):
     """One item per GPU: the nearest RDMA device and how near it is (see the module docstring)."""
     if not isinstance(amdgpu, Mapping) or not isinstance(rdma, Mapping):
-        raise AnsibleFilterError("gpu_nic_affinity takes the amdgpu facts and the rdma facts of one node")
+        raise AnsibleFilterError("gpu_nic_affinity takes the amdgpu facts and the rdma facts of one node [SGLPD-DEF-001]")
     nics = sorted(rdma.get("devices") or [], key=lambda nic: nic["name"])
     paired = dict((nic["name"], 0) for nic in nics)
     pairs = []
@@ -90,7 +90,7 @@ def _network(cluster_cidr):
     try:
         return ipaddress.ip_network(str(cluster_cidr), strict=False)
     except ValueError as exc:
-        raise AnsibleFilterError("cluster_cidr %r is not a network: %s" % (cluster_cidr, exc))
+        raise AnsibleFilterError("cluster_cidr %r is not a network: %s [SGLPD-FAB-002]" % (cluster_cidr, exc))
 
 
 def _routable_v2_gid(port, network):

@@ -78,7 +78,7 @@ def _lines(log_text):
     if isinstance(log_text, (list, tuple)):
         return [str(line) for line in log_text]
     if not isinstance(log_text, str):
-        raise AnsibleFilterError(f"mooncake_transport wants a log as text or a list of lines, got {type(log_text).__name__}")
+        raise AnsibleFilterError(f"mooncake_transport wants a log as text or a list of lines, got {type(log_text).__name__} [SGLPD-DEF-001]")
     return log_text.splitlines()
 
 
@@ -153,7 +153,7 @@ def mooncake_transport_problem(found, host, worker):
     FOUND is what ``mooncake_transport`` returned for the worker's log.
     """
     if not isinstance(found, dict) or found.get("transport") not in TRANSPORTS:
-        raise AnsibleFilterError(f"mooncake_transport_problem wants the result of mooncake_transport, got {found!r}")
+        raise AnsibleFilterError(f"mooncake_transport_problem wants the result of mooncake_transport, got {found!r} [SGLPD-DEF-001]")
     transport = found["transport"]
     if transport == "rdma":
         return ""

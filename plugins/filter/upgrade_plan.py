@@ -25,7 +25,7 @@ def batch_size(serial, hosts):
     text = str(serial).strip()
     found = re.fullmatch(r"([1-9][0-9]*)(%?)", text)
     if not found:
-        raise AnsibleFilterError(f"sglang_pd_serial = {serial!r}: write a number of hosts or a percentage such as 50%")
+        raise AnsibleFilterError(f"sglang_pd_serial = {serial!r}: write a number of hosts or a percentage such as 50% [SGLPD-ROL-001]")
     number = int(found.group(1))
     return max(1, hosts * number // 100) if found.group(2) else number
 
@@ -52,7 +52,7 @@ def pd_upgrade_plan(groups, serial=1, canary="", hosts=None, playbook="mindverse
     every_worker_host = list(dict.fromkeys(members["prefill"] + members["decode"]))
     if canary and canary not in every_worker_host:
         raise AnsibleFilterError(f"sglang_pd_canary = {canary!r}: not a host of sglang_prefill or sglang_decode "
-                                 f"(write one of {', '.join(every_worker_host)})")
+                                 f"(write one of {', '.join(every_worker_host)}) [SGLPD-ROL-001]")
     # A canary whose workers do not move in this run leaves the choice to the plan.
     canary = (canary if canary in candidates else "") or next((h for h in candidates if h in members["decode"]), candidates[0] if candidates else "")
     if not canary:

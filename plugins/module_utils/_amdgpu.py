@@ -286,7 +286,7 @@ def run_module(module):
         if params["expected_gfx"] is not None:
             wanted.append(params["expected_gfx"])
         module.fail_json(
-            msg="AMD GPUs differ from the expectation (%s): %s" % (", ".join(wanted), "; ".join(found)),
+            msg="AMD GPUs differ from the expectation (%s): %s [SGLPD-HST-001]" % (", ".join(wanted), "; ".join(found)),
             **result
         )
     module.exit_json(**result)

@@ -251,12 +251,12 @@ def run_chat_probe_module(module):
     p = module.params
     client = HttpClient(timeout=p['timeout'], validate_certs=p['validate_certs'], api_key=p['api_key'])
     if p['timeout'] <= 0:
-        module.fail_json(msg='timeout must be greater than 0, got %s.' % p['timeout'])
+        module.fail_json(msg='timeout must be greater than 0, got %s. [SGLPD-ARG-001]' % p['timeout'])
     probe = ChatProbe(client, p['url'], model=p['model'], messages=p['messages'], max_tokens=p['max_tokens'],
                       stream=p['stream'], require_usage=p['require_usage'], timeout=p['timeout'],
                       expected_content=p['expected_content'])
     try:
         result = probe.run()
     except ChatProbeError as exc:
-        module.fail_json(msg=exc.msg, changed=False, **exc.result)
+        module.fail_json(msg=exc.msg + ' [SGLPD-RTR-002]', changed=False, **exc.result)
     module.exit_json(changed=False, **result)

@@ -193,9 +193,9 @@ def run_drain_module(module):
     p = module.params
     for key in ('timeout', 'interval', 'request_timeout'):
         if p[key] <= 0:
-            module.fail_json(msg='%s must be greater than 0, got %s.' % (key, p[key]))
+            module.fail_json(msg='%s must be greater than 0, got %s. [SGLPD-ARG-001]' % (key, p[key]))
     if p['settle'] < 1:
-        module.fail_json(msg='settle must be 1 or more, got %s.' % p['settle'])
+        module.fail_json(msg='settle must be 1 or more, got %s. [SGLPD-ARG-002]' % p['settle'])
     client = HttpClient(timeout=p['request_timeout'], validate_certs=p['validate_certs'], api_key=p['api_key'])
     drainer = Drainer(client, p['url'], source=p['source'], metrics=p['metrics'], timeout=p['timeout'],
                       interval=p['interval'], settle=p['settle'], request_timeout=p['request_timeout'],
@@ -209,4 +209,4 @@ def run_drain_module(module):
     if result['in_flight'] is not None and not p['fail_on_timeout']:
         module.warn(msg)
         module.exit_json(changed=False, **result)
-    module.fail_json(msg=msg, changed=False, **result)
+    module.fail_json(msg=msg + ' [SGLPD-DRN-001]', changed=False, **result)

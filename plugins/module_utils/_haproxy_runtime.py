@@ -147,10 +147,10 @@ def run_server_module(module):
             if not idle:
                 module.fail_json(msg=f"{params['backend']}/{params['server']} still holds {readings[-1]} sessions after "
                                      f"{params['timeout']} s in state {after}; raise timeout, or find the client "
-                                     f"that holds them (show sess on the runtime socket)", **result)
+                                     f"that holds them (show sess on the runtime socket) [SGLPD-DRN-002]", **result)
         else:
             sessions = server.sessions()
             result.update(idle=sessions == 0, sessions=sessions, sessions_seen=[sessions])
     except HAProxyRuntimeError as exc:
-        module.fail_json(msg=str(exc))
+        module.fail_json(msg=f'{exc} [SGLPD-LBR-001]')
     module.exit_json(**result)

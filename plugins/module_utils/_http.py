@@ -293,10 +293,11 @@ def run_health_module(module):
     """Entry point of the sglang_health module: one URL, or every URL of ``urls`` at once."""
     p = module.params
     if p['timeout'] <= 0:
-        module.fail_json(msg='timeout must be greater than 0, got %s.' % p['timeout'])
+        module.fail_json(msg='timeout must be greater than 0, got %s. [SGLPD-ARG-001]' % p['timeout'])
     if min(p['interval'], p['max_interval'], p['refused_max_interval']) <= 0:
         module.fail_json(msg='interval, max_interval and refused_max_interval must be greater than 0, '
-                             'got %s, %s and %s.' % (p['interval'], p['max_interval'], p['refused_max_interval']))
+                             'got %s, %s and %s. [SGLPD-ARG-001]' % (p['interval'], p['max_interval'],
+                                                                     p['refused_max_interval']))
 
     def poll(url):
         # One client per URL: each poller runs in its own thread.
@@ -313,12 +314,12 @@ def run_health_module(module):
         if ok:
             module.exit_json(changed=False, **result)
         msg = result.pop('msg')
-        module.fail_json(msg=msg, changed=False, **result)
+        module.fail_json(msg=msg + ' [SGLPD-WRK-001]', changed=False, **result)
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(HEALTH_THREADS, len(p['urls'])))) as pool:
         polled = list(pool.map(poll, p['urls']))
     results = [result for dummy, result in polled]
     failed = [result.pop('msg') for ok, result in polled if not ok]
     if failed:
-        module.fail_json(msg='%d of %d URLs failed their health check: %s' % (len(failed), len(polled), ' '.join(failed)),
+        module.fail_json(msg='%d of %d URLs failed their health check: %s [SGLPD-WRK-001]' % (len(failed), len(polled), ' '.join(failed)),
                          changed=False, results=results)
     module.exit_json(changed=False, results=results)

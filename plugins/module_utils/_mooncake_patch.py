@@ -310,14 +310,14 @@ def _merge_by_file(plans):
 def run_mooncake_patch_module(module):
     root = module.params['src']
     if not os.path.isdir(root):
-        module.fail_json(msg='src %s is not a directory; expected the Mooncake repository root (the directory that holds %s/)'
+        module.fail_json(msg='src %s is not a directory; expected the Mooncake repository root (the directory that holds %s/) [SGLPD-TRN-001]'
                          % (root, ENGINE_DIR), fixes=[])
         return
     try:
         plans = plan_fixes(root, module.params['fixes'])
         changed_files = _merge_by_file(plans)
     except PatchTargetError as exc:
-        module.fail_json(msg='No file was written. %s' % to_native(exc), fixes=[], file=exc.path, fix=exc.fix)
+        module.fail_json(msg='No file was written. %s [SGLPD-TRN-002]' % to_native(exc), fixes=[], file=exc.path, fix=exc.fix)
         return
 
     if not module.check_mode:
@@ -325,7 +325,7 @@ def run_mooncake_patch_module(module):
                    if not os.access(os.path.dirname(os.path.realpath(os.path.join(root, rel))), os.W_OK)]
         if blocked:
             module.fail_json(msg='No file was written. Cannot write into the directory of %s; run as a user that owns the '
-                             'Mooncake tree (or with become).' % ', '.join(blocked), fixes=[p.result() for p in plans])
+                             'Mooncake tree (or with become). [SGLPD-TRN-003]' % ', '.join(blocked), fixes=[p.result() for p in plans])
             return
         for rel, dummy, after in changed_files:
             write_atomic(module, os.path.join(root, rel), after)

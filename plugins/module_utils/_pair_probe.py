@@ -237,24 +237,24 @@ def run_pair_probe_module(module):
     """Entry point of the sglang_pd_pair_probe module: one pair, or every pair of the pairs option."""
     p = module.params
     if p['timeout'] <= 0:
-        module.fail_json(msg='timeout must be greater than 0, got %s.' % p['timeout'])
+        module.fail_json(msg='timeout must be greater than 0, got %s. [SGLPD-ARG-001]' % p['timeout'])
     if p['parallel'] < 1:
-        module.fail_json(msg='parallel must be 1 or more, got %s.' % p['parallel'])
+        module.fail_json(msg='parallel must be 1 or more, got %s. [SGLPD-ARG-002]' % p['parallel'])
     common = {key: p[key] for key in COMMON_KEYS}
     if p['pairs'] is None:
         pair = {key: p[key] for key in PAIR_KEYS}
         problem = pair_option_problem(pair)
         if problem:
-            module.fail_json(msg=problem)
+            module.fail_json(msg=problem + ' [SGLPD-PRB-001]')
         result = probe_one(pair, common)
         if result.pop('failed'):
-            module.fail_json(changed=False, **result)
+            module.fail_json(changed=False, **dict(result, msg=result['msg'] + ' [SGLPD-PRB-002]'))
         module.exit_json(changed=False, **result)
     for index, pair in enumerate(p['pairs']):
         problem = pair_option_problem(pair)
         if problem:
-            module.fail_json(msg='pairs[%d] (prefill %s -> decode %s): %s' % (index, pair['prefill_url'], pair['decode_url'], problem))
+            module.fail_json(msg='pairs[%d] (prefill %s -> decode %s): %s [SGLPD-PRB-001]' % (index, pair['prefill_url'], pair['decode_url'], problem))
     results = probe_pairs(p['pairs'], common, p['parallel'])
     if any(result['failed'] for result in results):
-        module.fail_json(msg=failed_pairs_message(results), changed=False, results=results)
+        module.fail_json(msg=failed_pairs_message(results) + ' [SGLPD-PRB-002]', changed=False, results=results)
     module.exit_json(changed=False, results=results)

@@ -146,9 +146,9 @@ def _normalise_pins(module):
     md5 = module.params['md5'].strip().lower()
     sha256 = (module.params['sha256'] or '').strip().lower() or None
     if not _MD5_RE.match(md5):
-        module.fail_json(msg='md5 %r is not 32 hex digits' % module.params['md5'])
+        module.fail_json(msg='md5 %r is not 32 hex digits [SGLPD-IMG-010]' % module.params['md5'])
     if sha256 and not _SHA256_RE.match(sha256):
-        module.fail_json(msg='sha256 %r is not 64 hex digits' % module.params['sha256'])
+        module.fail_json(msg='sha256 %r is not 64 hex digits [SGLPD-IMG-010]' % module.params['sha256'])
     return md5, sha256
 
 
@@ -156,12 +156,12 @@ def _run_path(module, md5, sha256):
     path = module.params['path']
     if not os.path.isfile(path):
         module.fail_json(msg='%s does not exist or is not a file; give the path of the prebuilt binary '
-                         '(for example patches/mooncake/engine_v3.so of the production fork)' % path, path=path)
+                         '(for example patches/mooncake/engine_v3.so of the production fork) [SGLPD-IMG-011]' % path, path=path)
         return
     try:
         digests = verify_file(path, md5, sha256)
     except ArtifactError as exc:
-        module.fail_json(msg=to_native(exc), path=path)
+        module.fail_json(msg=to_native(exc) + ' [SGLPD-IMG-012]', path=path)
         return
     module.exit_json(changed=False, path=path, downloaded=False, **digests)
 
@@ -171,7 +171,7 @@ def _run_url(module, md5, sha256):
     try:
         dest = _dest_of(url, module.params['dest'])
     except ArtifactError as exc:
-        module.fail_json(msg=to_native(exc))
+        module.fail_json(msg=to_native(exc) + ' [SGLPD-IMG-013]')
         return
     if _matches(dest, md5, sha256):
         digests = verify_file(dest, md5, sha256)
@@ -183,7 +183,7 @@ def _run_url(module, md5, sha256):
         return
     dest_dir = os.path.dirname(dest) or '.'
     if not os.path.isdir(dest_dir):
-        module.fail_json(msg='the directory of dest %s does not exist; create it first' % dest)
+        module.fail_json(msg='the directory of dest %s does not exist; create it first [SGLPD-IMG-013]' % dest)
         return
     tmp = None
     try:
@@ -192,12 +192,12 @@ def _run_url(module, md5, sha256):
     except ArtifactError as exc:
         if tmp and os.path.exists(tmp):
             os.unlink(tmp)
-        module.fail_json(msg=to_native(exc) + ' %s was left unchanged.' % dest, url=url, path=dest)
+        module.fail_json(msg=to_native(exc) + ' %s was left unchanged. [SGLPD-IMG-012]' % dest, url=url, path=dest)
         return
     except (IOError, OSError) as exc:
         if tmp and os.path.exists(tmp):
             os.unlink(tmp)
-        module.fail_json(msg='downloading %s into %s failed: %s' % (url, dest_dir, to_native(exc)), url=url, path=dest)
+        module.fail_json(msg='downloading %s into %s failed: %s [SGLPD-IMG-014]' % (url, dest_dir, to_native(exc)), url=url, path=dest)
         return
     module.atomic_move(tmp, dest)
     module.exit_json(changed=True, path=dest, url=url, downloaded=True, **digests)

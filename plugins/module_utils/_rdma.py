@@ -188,7 +188,7 @@ def run_module(module):
     result = {"changed": False, "ansible_facts": {"rdma": facts}, "problems": found}
     if found:
         module.fail_json(
-            msg="RDMA ports differ from the expectation (every expected port ACTIVE%s): %s"
+            msg="RDMA ports differ from the expectation (every expected port ACTIVE%s): %s [SGLPD-HST-002]"
             % (
                 "" if params["expected_rate_gbps"] is None else " at %s Gb/s" % params["expected_rate_gbps"],
                 "; ".join(found),

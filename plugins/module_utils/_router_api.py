@@ -659,5 +659,5 @@ def run_router_workers_module(module):
     except RouterError as exc:
         result = dict(exc.result)
         result.setdefault('changed', False)
-        module.fail_json(msg=exc.msg, **result)
+        module.fail_json(msg=exc.msg + ' [SGLPD-RTR-001]', **result)
     module.exit_json(**result)

@@ -281,7 +281,7 @@ def plan(module, dest):
         else:
             absent.append((path, target))
     if problems:
-        module.fail_json(msg='Nothing was changed: ' + '; '.join(problems))
+        module.fail_json(msg='Nothing was changed: ' + '; '.join(problems) + ' [SGLPD-SVC-001]')
     return entries, absent
 
 
@@ -294,7 +294,7 @@ def ids(module):
         if module.params['group']:
             gid = grp.getgrnam(module.params['group']).gr_gid
     except KeyError as exc:
-        module.fail_json(msg=f"Nothing was changed: no such user or group {exc}")
+        module.fail_json(msg=f"Nothing was changed: no such user or group {exc} [SGLPD-SVC-002]")
     return uid, gid
 
 
@@ -385,9 +385,9 @@ def main():
             else:
                 changed = apply_file(module, entry, uid, gid, diffs)
         except Refused as exc:
-            module.fail_json(msg=str(exc), changed_paths=changed_paths, written=written)
+            module.fail_json(msg=f'{exc} [SGLPD-SVC-003]', changed_paths=changed_paths, written=written)
         except OSError as exc:
-            module.fail_json(msg=f"Cannot write {entry['path']}: {exc.strerror or exc}", changed_paths=changed_paths)
+            module.fail_json(msg=f"Cannot write {entry['path']}: {exc.strerror or exc} [SGLPD-SVC-004]", changed_paths=changed_paths)
         if changed:
             changed_paths.append(entry['path'])
             if not entry['directory']:
@@ -403,7 +403,7 @@ def main():
                 try:
                     os.unlink(target)
                 except OSError as exc:
-                    module.fail_json(msg=f"Cannot remove {path}: {exc.strerror or exc}", changed_paths=changed_paths)
+                    module.fail_json(msg=f"Cannot remove {path}: {exc.strerror or exc} [SGLPD-SVC-004]", changed_paths=changed_paths)
     result = dict(changed=bool(changed_paths), changed_paths=changed_paths, written=written, created=created,
                   unchanged=unchanged)
     states = unit_states(module, module.params['units'])

@@ -309,11 +309,11 @@ def verify(module, manifest):
             read_via=params['read_via'],
         )
     except DockerSDKMissing as exc:
-        module.fail_json(msg=missing_required_lib('docker'), exception=exc.details, changed=False)
+        module.fail_json(msg=missing_required_lib('docker') + ' [SGLPD-HST-010]', exception=exc.details, changed=False)
     except DockerCallError as exc:
-        module.fail_json(msg=str(exc), exception=exc.details, changed=False)
+        module.fail_json(msg=f'{exc} [SGLPD-IMG-001]', exception=exc.details, changed=False)
     except ArtifactError as exc:
-        module.fail_json(msg=str(exc), changed=False)
+        module.fail_json(msg=f'{exc} [SGLPD-IMG-002]', changed=False)
     return None  # not reached: fail_json exits
 
 
@@ -323,13 +323,13 @@ def run_module(module):
     try:
         manifest = normalize_manifest(params['artifacts'])
     except ArtifactError as exc:
-        module.fail_json(msg=str(exc))
+        module.fail_json(msg=f'{exc} [SGLPD-IMG-003]')
     result = verify(module, manifest)
     for warning in result.pop('warnings'):
         module.warn(warning)
     if result['failures'] and params['fail_on_mismatch']:
         module.fail_json(
-            msg='Image %s (%s) failed %d artifact check(s): %s'
+            msg='Image %s (%s) failed %d artifact check(s): %s [SGLPD-IMG-004]'
                 % (params['image'], result['image_id'], len(result['failures']),
                    ' '.join(result['failures'])),
             changed=False, **result)

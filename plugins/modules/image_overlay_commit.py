@@ -239,7 +239,7 @@ from ansible_collections.mindverse.sglang_pd.plugins.module_utils._image_overlay
 def run_module(module):
     """Build (or not) and exit; see DOCUMENTATION."""
     if not HAS_DOCKER:
-        module.fail_json(msg=missing_required_lib('docker'), exception=DOCKER_IMPORT_ERROR)
+        module.fail_json(msg=missing_required_lib('docker') + ' [SGLPD-HST-010]', exception=DOCKER_IMPORT_ERROR)
     builder = None
     error = None
     try:
@@ -248,9 +248,9 @@ def run_module(module):
                                 tmpdir=module.tmpdir)
         result = builder.run()
     except ArtifactError as exc:
-        error = dict(msg=str(exc))
+        error = dict(msg=f'{exc} [SGLPD-IMG-005]')
     except DockerException as exc:
-        error = dict(msg='Docker error while building %s: %s' % (module.params['target'], exc),
+        error = dict(msg='Docker error while building %s: %s [SGLPD-IMG-001]' % (module.params['target'], exc),
                      exception=traceback.format_exc())
     for warning in builder.warnings if builder is not None else []:
         module.warn(warning)

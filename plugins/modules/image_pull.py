@@ -291,18 +291,18 @@ def main():
         supports_check_mode=True,
     )
     if not HAS_DOCKER:
-        module.fail_json(msg=missing_required_lib('docker'), exception=DOCKER_IMPORT_ERROR)
+        module.fail_json(msg=missing_required_lib('docker') + ' [SGLPD-HST-010]', exception=DOCKER_IMPORT_ERROR)
     password = module.params['password']
     try:
         result = run(module, docker_client(module.params['docker_host'], module.params['timeout']).api)
     except ArtifactError as exc:
-        module.fail_json(msg=str(exc), retryable=True)
+        module.fail_json(msg=f'{exc} [SGLPD-IMG-001]', retryable=True)
     except PullError as exc:
         message = redact(str(exc), password)
-        module.fail_json(msg='Pulling %s failed: %s' % (module.params['name'], message), retryable=retryable(message))
+        module.fail_json(msg='Pulling %s failed: %s [SGLPD-IMG-006]' % (module.params['name'], message), retryable=retryable(message))
     except DockerException as exc:
         message = redact(str(exc), password)
-        module.fail_json(msg='Pulling %s failed: the Docker daemon answered: %s' % (module.params['name'], message),
+        module.fail_json(msg='Pulling %s failed: the Docker daemon answered: %s [SGLPD-IMG-006]' % (module.params['name'], message),
                          retryable=retryable(message))
     module.exit_json(**result)
 

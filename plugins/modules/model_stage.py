@@ -439,17 +439,17 @@ def run_module(module):
     try:
         entries = parse_manifest(params['manifest'])
     except ValueError as exc:
-        module.fail_json(msg='Invalid manifest for %s: %s' % (params['path'], exc))
+        module.fail_json(msg='Invalid manifest for %s: %s [SGLPD-MDL-001]' % (params['path'], exc))
     cache = HashCache(params['cache'] or None)
     stager = Stager(params['path'], entries, cache)
     try:
         result = stager.run(make_source(module), params['free_margin_bytes'], module.check_mode)
     except StageError as exc:
         save_cache(module, cache)
-        module.fail_json(msg=scrub(exc), **stager.result)
+        module.fail_json(msg=f'{scrub(exc)} [SGLPD-MDL-002]', **stager.result)
     except OSError as exc:
         save_cache(module, cache)
-        module.fail_json(msg='Cannot stage %s: %s' % (params['path'], scrub(exc)), **stager.result)
+        module.fail_json(msg='Cannot stage %s: %s [SGLPD-MDL-003]' % (params['path'], scrub(exc)), **stager.result)
     save_cache(module, cache)
     module.exit_json(**result)
 

@@ -168,11 +168,11 @@ def run_verify(module, cache):
         try:
             manifest = parse_manifest(params['manifest'])
         except ValueError as exc:
-            module.fail_json(msg='Invalid manifest for %s: %s' % (params['path'], exc))
+            module.fail_json(msg='Invalid manifest for %s: %s [SGLPD-MDL-001]' % (params['path'], exc))
     result = verify_dir(params['path'], manifest, cache)
     save_cache(module, cache)
     if result['problems']:
-        module.fail_json(msg=problems_message(params['path'], result['problems']), changed=False, **result)
+        module.fail_json(msg=problems_message(params['path'], result['problems']) + ' [SGLPD-MDL-004]', changed=False, **result)
     module.exit_json(changed=False, **result)
 
 
@@ -181,7 +181,7 @@ def run_record(module, cache):
     try:
         entries = record_manifest(params['path'], cache)
     except (OSError, ValueError) as exc:
-        module.fail_json(msg='Cannot record the manifest of %s: %s' % (params['path'], exc))
+        module.fail_json(msg='Cannot record the manifest of %s: %s [SGLPD-MDL-005]' % (params['path'], exc))
     save_cache(module, cache)
     text = format_manifest(entries)
     result = dict(changed=False, manifest=text, files=len(entries), bytes=sum(size for dummy, size in entries.values()))
@@ -197,7 +197,7 @@ def run_record(module, cache):
                 try:
                     write_atomically(dest, text, 0o644)
                 except OSError as exc:
-                    module.fail_json(msg='Cannot write the manifest to %s: %s' % (dest, exc))
+                    module.fail_json(msg='Cannot write the manifest to %s: %s [SGLPD-MDL-005]' % (dest, exc))
     module.exit_json(**result)
 
 

@@ -214,7 +214,7 @@ def main():
             settled, differences, changed = recorded(module, path, digest, module.params['managed'])
     except OSError as exc:
         module.fail_json(msg=f"Cannot {'compare' if state == 'compared' else 'record'} the node at {path}: "
-                             f"{exc.strerror or exc}")
+                             f"{exc.strerror or exc} [SGLPD-SVC-005]")
     module.exit_json(changed=changed, settled=settled, differences=differences)
 
 

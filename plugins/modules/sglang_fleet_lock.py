@@ -183,17 +183,17 @@ def main():
         p['user'] = p['user'] or getpass.getuser()
         p['controller_lock'] = p['controller_lock'] or p['path']
         if not p['run_id']:
-            module.fail_json(msg='No ansible-playbook process above this module: give run_id, controller and pid.')
+            module.fail_json(msg='No ansible-playbook process above this module: give run_id, controller and pid. [SGLPD-LCK-001]')
     missing = [name for name in ('run_id', 'controller', 'pid') if p[name] in (None, '')]
     if missing:
-        module.fail_json(msg='Give %s (only a lock with local=true finds them itself).' % ', '.join(missing))
+        module.fail_json(msg='Give %s (only a lock with local=true finds them itself). [SGLPD-LCK-001]' % ', '.join(missing))
     lock = FleetLock(p['path'], dict((k, p[k]) for k in HOLDER_KEYS),
                      local=p['local'], stale_run_ids=p['stale_run_ids'], break_lock=p['break_lock'],
                      wait=p['wait'], check_mode=module.check_mode)
     try:
         result = lock.acquire() if p['state'] == 'present' else lock.release()
     except (LockError, OSError) as exc:
-        module.fail_json(msg=getattr(exc, 'msg', str(exc)), holder=getattr(exc, 'holder', None))
+        module.fail_json(msg='%s [SGLPD-LCK-002]' % getattr(exc, 'msg', exc), holder=getattr(exc, 'holder', None))
     if result.get('taken_over'):
         module.warn('Took over the fleet lock of %s: %s.' % (describe(result['taken_over']), result['taken_over']['reason']))
     module.exit_json(**result)

@@ -413,7 +413,7 @@ def router_package_files(package_path):
         if name == package:
             return list(ROUTER_PACKAGE_FILES[generation])
     raise AnsibleFilterError(f"{package_path}: not a router package this collection knows ("
-                             f"{', '.join(ROUTER_PACKAGES.values())}); set unified_image_compare_with_ca to its files")
+                             f"{', '.join(ROUTER_PACKAGES.values())}); set unified_image_compare_with_ca to its files [SGLPD-IMG-021]")
 
 
 def router_probe_script(generation="auto"):
@@ -516,7 +516,7 @@ def env_file(env) -> str:
         if isinstance(value, bool):
             value = "1" if value else "0"
         if "\n" in str(value):
-            raise AnsibleFilterError(f"environment value of {key} contains a newline")
+            raise AnsibleFilterError(f"environment value of {key} contains a newline [SGLPD-SVC-007]")
         lines.append(f"{key}={value}")
     return "\n".join(lines) + ("\n" if lines else "")
 

@@ -11,6 +11,32 @@ from typing import NamedTuple
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.service_plan import REDACTED, SECRET_NAME
 
 
+# The message id of each check's refusal (docs/troubleshooting.md explains each); "preflight" is the
+# preflight's own failure. One id per check: the problem lines under it name host, variable and fix.
+CHECK_IDS = {
+    "evaluation": "SGLPD-PRE-001",
+    "groups": "SGLPD-PRE-002",
+    "variables": "SGLPD-PRE-003",
+    "worker_specs": "SGLPD-PRE-004",
+    "image": "SGLPD-PRE-005",
+    "model_weights": "SGLPD-PRE-006",
+    "build": "SGLPD-PRE-007",
+    "names": "SGLPD-PRE-008",
+    "container": "SGLPD-PRE-009",
+    "addresses": "SGLPD-PRE-010",
+    "reachability": "SGLPD-PRE-011",
+    "ports": "SGLPD-PRE-012",
+    "gpus": "SGLPD-PRE-013",
+    "ib_devices": "SGLPD-PRE-014",
+    "flags": "SGLPD-PRE-015",
+    "sglang_values": "SGLPD-PRE-016",
+    "pairing": "SGLPD-PRE-017",
+    "router": "SGLPD-PRE-018",
+    "firewall": "SGLPD-PRE-019",
+    "preflight": "SGLPD-PRE-099",
+}
+
+
 class Problem(NamedTuple):
     """One thing a check refuses, on one host (``host`` may name the inventory as a whole)."""
 

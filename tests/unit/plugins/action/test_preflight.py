@@ -58,7 +58,7 @@ def test_a_valid_inventory_passes_every_check_and_returns_the_plan():
 def test_the_first_failing_check_is_named_with_its_problems(overrides, check, fragment):
     result = run_action(**overrides)
     assert result["failed_check"] == check
-    assert result["msg"] == f"The inventory fails the {check} check: {preflight.TITLES[check]}."
+    assert result["msg"] == f"The inventory fails the {check} check: {preflight.TITLES[check]}. [{preflight.CHECK_IDS[check]}]"
     assert any(fragment in line for line in result["problems"][check]), result["problems"][check]
     # The task itself never fails: the caller's assert shows the problems (the task runs with no_log).
     assert not result.get("failed")

@@ -124,11 +124,11 @@ def test_a_string_instead_of_a_list_is_refused(hosts, holders):
 
 # Found by mutation testing (make mutation, docs/testing.md): every word of the refusals.
 @pytest.mark.parametrize("kwargs, message", [
-    ({"hosts": "n0", "holders": []}, "model_stage_plan: hosts must be a list of host names, got 'n0'"),
-    ({"hosts": ["n0"], "holders": "n1"}, "model_stage_plan: holders must be a list of host names, got 'n1'"),
+    ({"hosts": "n0", "holders": []}, "model_stage_plan: hosts must be a list of host names, got 'n0' [SGLPD-MDL-010]"),
+    ({"hosts": ["n0"], "holders": "n1"}, "model_stage_plan: holders must be a list of host names, got 'n1' [SGLPD-MDL-010]"),
     ({"hosts": ["n0"], "holders": [], "peer_concurrency": 0},
      "model_stage_plan: peer_concurrency = 0: write a whole number of at least 1 "
-     "(sglang_model_peer_concurrency: the downloads one source serves at a time)"),
+     "(sglang_model_peer_concurrency: the downloads one source serves at a time) [SGLPD-MDL-010]"),
 ])
 def test_the_refusals_word_for_word(kwargs, message):
     with pytest.raises(AnsibleFilterError) as refused:

@@ -177,10 +177,10 @@ def test_equally_near_nics_are_shared_in_turn(tmp_path):
 def test_the_refusals_say_what_the_filter_takes_and_why_the_cidr_is_wrong():
     with pytest.raises(AnsibleFilterError) as refused:
         topology.gpu_nic_affinity([], {})
-    assert str(refused.value) == "gpu_nic_affinity takes the amdgpu facts and the rdma facts of one node"
+    assert str(refused.value) == "gpu_nic_affinity takes the amdgpu facts and the rdma facts of one node [SGLPD-DEF-001]"
     with pytest.raises(AnsibleFilterError) as refused:
         topology.roce_gid_index({"devices": []}, "mlx5_0", "nonsense")
-    assert str(refused.value) == "cluster_cidr 'nonsense' is not a network: 'nonsense' does not appear to be an IPv4 or IPv6 network"
+    assert str(refused.value) == "cluster_cidr 'nonsense' is not a network: 'nonsense' does not appear to be an IPv4 or IPv6 network [SGLPD-FAB-002]"
 
 
 def test_what_a_port_does_not_show_is_named_as_unknown():

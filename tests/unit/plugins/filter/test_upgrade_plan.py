@@ -91,10 +91,10 @@ def test_without_sglang_pd_the_order_is_prefill_then_decode():
 def test_the_messages_word_for_word():
     with pytest.raises(AnsibleFilterError) as serial:
         batch_size("half", 4)
-    assert str(serial.value) == "sglang_pd_serial = 'half': write a number of hosts or a percentage such as 50%"
+    assert str(serial.value) == "sglang_pd_serial = 'half': write a number of hosts or a percentage such as 50% [SGLPD-ROL-001]"
     with pytest.raises(AnsibleFilterError) as canary:
         pd_upgrade_plan(fleet(["p0"], ["d0"]), canary="x0")
-    assert str(canary.value) == "sglang_pd_canary = 'x0': not a host of sglang_prefill or sglang_decode (write one of p0, d0)"
+    assert str(canary.value) == "sglang_pd_canary = 'x0': not a host of sglang_prefill or sglang_decode (write one of p0, d0) [SGLPD-ROL-001]"
     only = pd_upgrade_plan(fleet(["p0"], ["d0"]), hosts=["d0"])["problems"]
     assert only == [
         "the canary would take the fleet's only decode host, d0, out of the routers at once: every request would fail "

@@ -246,7 +246,7 @@ def test_wrong_bytes_from_the_source_fail_and_leave_nothing(server, files, targe
     server.replacements[SHARD] = wrong
     result = run_module(model_stage, url_args(server, target, files, cache_path))
     assert result['failed'] is True
-    assert result['msg'] == '%s from %s/%s: expected sha256 %s size %d, found sha256 %s size %d' % (
+    assert result['msg'] == '%s from %s/%s: expected sha256 %s size %d, found sha256 %s size %d [SGLPD-MDL-002]' % (
         SHARD, server.url, SHARD, hashlib.sha256(files[SHARD]).hexdigest(), len(files[SHARD]),
         hashlib.sha256(wrong).hexdigest(), len(wrong))
     assert not os.path.exists(os.path.join(target, SHARD))
@@ -263,7 +263,7 @@ def test_a_missing_file_on_the_server_fails_naming_it(server, files, target, cac
     manifest_files = dict(files, **{'not-on-the-server.bin': b'zz'})
     result = run_module(model_stage, url_args(server, target, manifest_files, cache_path))
     assert result['failed'] is True
-    assert result['msg'] == 'not-on-the-server.bin: cannot fetch from %s/not-on-the-server.bin: HTTP 404 Not Found' % (
+    assert result['msg'] == 'not-on-the-server.bin: cannot fetch from %s/not-on-the-server.bin: HTTP 404 Not Found [SGLPD-MDL-002]' % (
         server.url)
 
 
@@ -299,7 +299,7 @@ def test_refuses_to_start_without_enough_free_space(server, files, target, cache
     result = run_module(model_stage, url_args(server, target, files, cache_path, free_margin_bytes=margin))
     assert result['failed'] is True
     need = sum(len(data) for data in files.values())
-    match = re.match(r'^(.*) needs (\d+) bytes free for (\d+) file\(s\) \(\+ margin (\d+)\), has (\d+)$', result['msg'])
+    match = re.match(r'^(.*) needs (\d+) bytes free for (\d+) file\(s\) \(\+ margin (\d+)\), has (\d+) \[SGLPD-MDL-002\]$', result['msg'])
     assert match, result['msg']
     assert (match.group(1), int(match.group(2)), int(match.group(3)), int(match.group(4))) == (
         target, need, len(files), margin)
@@ -336,7 +336,7 @@ def test_without_a_source_it_fails_naming_the_files(files, target, cache_path):
             write_bytes(os.path.join(target, *name.split('/')), data)
     result = run_module(model_stage, stage_args(target, files, cache_path))
     assert result['failed'] is True
-    assert result['msg'] == ('2 file(s) of %s are missing or wrong and neither url nor peer is given: config.json, %s'
+    assert result['msg'] == ('2 file(s) of %s are missing or wrong and neither url nor peer is given: config.json, %s [SGLPD-MDL-002]'
                              % (target, SHARD))
     # The hashes of the files that were fine are kept for the next run.
     cached = mw.HashCache(cache_path)

@@ -335,7 +335,7 @@ def test_module_verify_fails_naming_every_problem(model, cache_path):
     result = run_module(model_weights, dict(path=path, manifest=manifest_of(files), cache=cache_path))
     assert result['failed'] is True
     assert result['changed'] is False
-    assert result['msg'] == mw.problems_message(path, result['problems'])
+    assert result['msg'] == mw.problems_message(path, result['problems']) + ' [SGLPD-MDL-004]'
     assert [p['file'] for p in result['problems']] == ['config.json', shard_name(2, 3)]
     assert result['msg'].startswith('%s: 2 problem(s): config.json: expected present, found missing; ' % path)
 

@@ -113,7 +113,7 @@ def test_the_run_is_the_topmost_of_consecutive_ansible_playbook_ancestors(monkey
 
 def test_a_remote_lock_needs_the_run_named(tmp_path):
     result = run_module(sglang_fleet_lock, dict(path=str(tmp_path / 'fleet.lock'), run_id='run-a'))
-    assert result['failed'] is True and result['msg'] == 'Give controller, pid (only a lock with local=true finds them itself).'
+    assert result['failed'] is True and result['msg'] == 'Give controller, pid (only a lock with local=true finds them itself). [SGLPD-LCK-001]'
 
 
 def test_a_lock_hosts_lock_of_this_controllers_lock_file_is_taken_over(tmp_path):

@@ -443,7 +443,7 @@ def test_module_fails_when_the_metrics_cannot_be_read():
     with FakeServer(RouterV03App(workers=SEED)) as router, FakeServer(MetricsApp('', status=404)) as metrics:
         result = run_module(sglang_router_workers, dict(url=router.url, metrics_url=metrics.url))
     assert result['failed'] is True
-    assert result['msg'] == "The router's metrics at %s/metrics answered HTTP 404" % metrics.url
+    assert result['msg'] == "The router's metrics at %s/metrics answered HTTP 404 [SGLPD-RTR-001]" % metrics.url
 
 
 # ----------------------------------------------------------------- SMG: registrations followed by their id

@@ -139,7 +139,7 @@ def test_the_plans_defaults_are_the_sglang_service_roles():
 
 def test_an_env_value_with_a_newline_is_a_problem_of_the_plan_not_a_failure():
     plan = sp.worker_plan(_worker(), {**WORKER_VARS, "sglang_worker_extra_env": {"A": "x\ny"}})
-    assert plan["problems"] == ["sglang-prefill: environment value of A contains a newline"]
+    assert plan["problems"] == ["sglang-prefill: environment value of A contains a newline [SGLPD-SVC-007]"]
     assert [entry["path"] for entry in plan["files"]][0] == "/etc/sglang-pd/sglang-prefill.sh"
 
 
