@@ -40,7 +40,7 @@ def rollback_target(histories, request, may_pull=False):
     ``previous`` or a full ``sha256:`` digest; MAY_PULL lets nodes that no longer hold the image pull it.
     """
     if not isinstance(histories, dict) or not histories:
-        raise AnsibleFilterError('rollback_target: expected the history of each node, got %r' % (histories,))
+        raise AnsibleFilterError('rollback_target: expected the history of each node, got %r [SGLPD-DEF-001]' % (histories,))
     request = str(request).strip()
     if request == 'previous':
         digest, problem = _previous(histories)
