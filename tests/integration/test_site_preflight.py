@@ -333,8 +333,8 @@ CASES = [
      ['sglang_pd_model_manifest = "/nonexistent/glm-5.2-fp8.manifest": no such file on the controller']),
     ('model-manifest-malformed', manifest('# glm-5.2-fp8\n' + 'a1' * 32 + '  1234  config.json\n' + 'b2' * 32 + '  4.2G  model.safetensors\n'),
      None,
-     ['sglang_pd_model_manifest = "/', '.manifest": line 3 ("' + 'b2' * 32 + '  4.2G  model.safetensors"): '
-      "the size '4.2G' is not a whole number of bytes", 'write one file a line as SHA256  SIZE  NAME']),
+     ['sglang_pd_model_manifest = "/', ".manifest\": manifest line 3: the size must be a whole number of bytes, found '4.2G'",
+      'write one file a line as SHA256  SIZE  NAME']),
     # Inventory shape.
     ('pd-group-beside-sglang-pd', lambda inv: inv['all']['children'].update(
         {'sglang_decode': inv['all']['children']['sglang_pd']['children'].pop('sglang_decode')}), None,
@@ -411,7 +411,7 @@ CASES = [
     ('context-length-with-unit', set_host('d1', sglang_worker_decode_options={'context_length': '128k'}), None,
      ['d1: sglang_worker_decode_options: --context-length 128k: not a number']),
     ('router-log-level-choice', set_host('d0', sglang_router_log_level='verbose'), None,
-     ['d0: sglang_router_log_level = "verbose": not a choice of the router (sglang-router 0.3.2 or smg 1.13.0)',
+     ['d0: sglang_router_log_level = "verbose": not a valid choice (sglang-router 0.3.2 or smg 1.13.0)',
       'write one of debug, info, warn, error']),
     ('router-policy-through-options', set_host('d0', sglang_router_options={'policy': 'random'}), None,
      ['d0: sglang_router_options.policy = "random": the collection sets --policy from sglang_router_policy',
