@@ -239,7 +239,7 @@ CASES = [
     ('worker-key-typo', set_host('d1', sglang_pd_decode_workers=[{'gpu': [0, 1, 2, 3, 4, 5, 6, 7]}]), None,
      ['d1: sglang_pd_decode_workers[0].gpu = [0, 1, 2, 3, 4, 5, 6, 7]: not a worker key', 'did you mean gpus?']),
     ('port-out-of-range', set_host('p0', sglang_pd_prefill_port=70000), None,
-     ['p0: sglang_pd_prefill_port = 70000: outside 1-65535']),
+     ['p0: port of sglang-prefill (sglang_pd_prefill_port) = 70000: outside 1-65535']),
     ('tp-does-not-match-gpus', set_host('d1', sglang_pd_decode_workers=[{'gpus': '0,1,2,3'}]), None,
      ['d1: sglang_worker_tp_size = 8: the decode worker sglang-decode needs tp_size 8 x pp_size 1 x dp_size 1 = 8 GPUs',
       'but gets 4 GPUs (0, 1, 2, 3)', 'so the product is 4']),
@@ -588,7 +588,7 @@ def test_preflight_runs_under_limit(tmp_path):
     set_host('p0', sglang_pd_prefill_port=70000)(inventory)
     result = run(tmp_path, inventory, cmdline='--limit d1')
     assert result.rc != 0
-    assert 'p0: sglang_pd_prefill_port = 70000: outside 1-65535' in failure_message(result)
+    assert 'p0: port of sglang-prefill (sglang_pd_prefill_port) = 70000: outside 1-65535' in failure_message(result)
     assert not [e for e in result.task_events() if e['event'] == 'runner_on_unreachable']
     assert {e['event_data'].get('delegated_host', e['event_data']['host']) for e in result.task_events()
             if e['event_data'].get('task', '').startswith('Assert')} <= {'localhost', 'd1'}

@@ -27,7 +27,7 @@ from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.inpu
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.problems import (
     merge_problems, show_value, suggest, variable_problem)
 from ansible_collections.mindverse.sglang_pd.plugins.filter.pd import (
-    MODES, WORKER_SPEC_KEYS, parse_gpus, worker_gpu_keys, worker_ib_device)
+    MODES, WORKER_SPEC_KEYS, address_candidates, parse_gpus, worker_gpu_keys, worker_ib_device)
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.service_plan import FIXED_WORKER_OPTIONS, REDACTED, SECRET_NAME
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.model import COLLECTION_PREFIXES, PD_GROUPS
 
@@ -116,7 +116,7 @@ def _role_variable_hint(name, known):
     """What an unknown sglang_worker_* / sglang_router_* variable probably meant."""
     if name.startswith("sglang_worker_"):
         flag = "--" + name[len("sglang_worker_"):].replace("_", "-")
-        entry = (load_allowlist(DEFAULT_SGLANG_VERSION) or {}).get(flag)
+        entry = load_flag_module(DEFAULT_SGLANG_VERSION).FLAGS.get(flag)
         if entry:
             dest = entry[0]
             for suffix in (dest, {"disaggregation_transfer_backend": "transfer_backend", "disaggregation_ib_device": "ib_device"}.get(dest, dest)):
@@ -137,7 +137,7 @@ def _port_problem(value):
 
 
 def pd_check_worker_specs(hostvars, groups):
-    """Entries of sglang_pd_<mode>_workers are well formed."""
+    """Entries of sglang_pd_<mode>_workers are well formed (the ports check refuses a port out of range on the plan)."""
     problems = []
     for mode in MODES:
         name = f"sglang_pd_{mode}_workers"
@@ -152,10 +152,6 @@ def pd_check_worker_specs(hostvars, groups):
                                                  f"remove sglang_pd_worker_group, or give the host a single entry in {name}"))
             for index, spec in enumerate(specs):
                 problems += _worker_spec_problems(host, mode, f"{name}[{index}]", spec)
-        problems += [variable_problem(host, key, hostvars[host][key], _port_problem(hostvars[host][key]), PORT_FIX)
-                     for host in groups.get("sglang_" + mode) or []
-                     for key in (f"sglang_pd_{mode}_port", "sglang_pd_bootstrap_port", "sglang_pd_dist_init_port")
-                     if hostvars[host].get(key) is not None and _port_problem(hostvars[host][key])]
     return merge_problems(problems)
 
 
@@ -325,14 +321,6 @@ def _resolve(name, cache):
     return cache[name]
 
 
-def _as_list(value):
-    if isinstance(value, Mapping):
-        return [a for v in value.values() for a in _as_list(v)]
-    if isinstance(value, (list, tuple)):
-        return list(value)
-    return [] if value in (None, "") else [value]
-
-
 def pd_check_addresses(model, hostvars):
     """Service addresses are valid, resolvable, reachable from other nodes and in the CIDR."""
     problems, cache = [], {}
@@ -343,7 +331,7 @@ def pd_check_addresses(model, hostvars):
                                              "set sglang_pd_service_address, or list the host's addresses in sglang_pd_addresses "
                                              "with one inside sglang_pd_cluster_cidr"))
             continue
-        for candidate in _as_list(one.get("sglang_pd_addresses")):
+        for candidate in address_candidates(one):  # as the service address is chosen from them
             try:
                 ipaddress.ip_interface(str(candidate).strip())
             except ValueError:
@@ -563,12 +551,6 @@ def load_flag_module(version):
         return importlib.import_module(ALLOWLIST_MODULE.format(str(version).replace(".", "_")))
     except ImportError:
         return None
-
-
-def load_allowlist(version):
-    """The flag table of one SGLang version shipped in the collection, or None."""
-    module = load_flag_module(version)
-    return module.FLAGS if module else None
 
 
 def worker_sglang_version(hostvars_one):

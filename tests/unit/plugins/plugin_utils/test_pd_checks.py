@@ -17,7 +17,7 @@ DIGEST = "sha256:" + "ab" * 32
 IMAGE = {"sglang_pd_image_repository": "registry.example.com/mindverse/sglang", "sglang_pd_image_digest": DIGEST}
 
 
-ALLOWLIST = checks.load_allowlist("0.5.14")
+ALLOWLIST = checks.load_flag_module("0.5.14").FLAGS
 
 
 def inventory(**host_overrides):
@@ -336,3 +336,15 @@ def test_an_empty_manifest_is_refused(tmp_path):
     _groups, hostvars = inventory(p0={"sglang_pd_model_manifest": manifest_at(tmp_path, "# nothing yet\n")})
     problems = checks.pd_check_model_weights(hostvars, ["p0"])
     assert len(problems) == 1 and "lists no file, so any model folder would pass" in problems[0]
+
+
+@pytest.mark.parametrize("overrides, named", [
+    ({"sglang_pd_prefill_port": 70000}, "p0: port of sglang-prefill (sglang_pd_prefill_port) = 70000: outside 1-65535"),
+    ({"sglang_pd_bootstrap_port": 0}, "p0: bootstrap port of sglang-prefill (sglang_pd_bootstrap_port) = 0: outside 1-65535"),
+    ({"sglang_pd_prefill_workers": [{"port": 70000}]}, "p0: sglang_pd_prefill_workers[0].port = 70000: outside 1-65535"),
+])
+def test_a_port_out_of_range_is_named_by_the_first_check_that_sees_it(overrides, named):
+    """A worker entry's own port is refused with the entry; a variable's, on the plan, with the worker it numbers."""
+    groups, hostvars = inventory(p0=overrides)
+    first = checks.pd_check_worker_specs(hostvars, groups) or checks.pd_check_ports(model_of(groups, hostvars))
+    assert len(first) == 1 and first[0].startswith(named), first

@@ -101,3 +101,10 @@ def test_infiniband_devices_are_names_or_a_map_of_the_workers_gpus(device, refus
     else:
         assert len(problems) == 1 and problems[0].startswith("p0: sglang_worker_ib_device = ") and refused in problems[0], problems
         assert problems[0].endswith("{0: [mlx5_ib0], 1: [mlx5_ib1]}")
+
+
+@pytest.mark.parametrize("addresses", [["10.0.0.1/24", "ten.0.0.9"], {"eth0": ["10.0.0.1"], "ib0": "ten.0.0.9"}])
+def test_every_listed_address_is_an_ip_address(addresses):
+    groups, hostvars = inventory(p0={"sglang_pd_addresses": addresses})
+    assert checks.pd_check_addresses(model_of(groups, hostvars), hostvars) == [
+        'p0: sglang_pd_addresses = "ten.0.0.9": not an IP address; list IP addresses (10.0.0.4 or 10.0.0.4/24)']
