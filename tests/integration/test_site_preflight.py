@@ -254,7 +254,8 @@ CASES = [
                                              sglang_worker_gpu_isolation='base_gpu_id'), {'sglang_worker_tp_size': 4},
      ['with sglang_worker_gpu_isolation base_gpu_id a worker needs consecutive GPUs']),
     ('dp-attention-dp-too-large', set_all(sglang_worker_enable_dp_attention=True, sglang_worker_dp_size=16), None,
-     ['sglang_worker_dp_size = 16: with enable_dp_attention dp_size must divide tp_size 8']),
+     ['dp_size = 16 (sglang_worker_dp_size): SGLang 0.5.14 refuses this', 'under DP attention tp_size must be a multiple of dp_size',
+      'make dp_size divide tp_size']),
     ('multi-node-needs-more-tp', set_all(sglang_pd_worker_group='decode-16'), None,
      ['needs tp_size 8 x pp_size 1 x dp_size 1 = 8 GPUs but gets 8 GPUs (all of the host\'s, sglang_pd_gpus_per_host 8) '
       'on each of 2 nodes = 16']),

@@ -435,7 +435,7 @@ def int_option(options, *names):
 
 
 def pd_check_gpus(model, hostvars):
-    """GPU subsets are valid and disjoint, and TP x DP x PP equals the GPUs a worker gets."""
+    """GPU subsets are valid and disjoint, and TP x DP x PP equals the GPUs a worker gets (SGLang's own rules: sglang_rules)."""
     problems, by_host, groups = [], {}, {}
     for worker in model["workers"]:
         host, mode = worker["host"], worker["mode"]
@@ -500,9 +500,6 @@ def _gpu_problems(worker, variable, raw, gpus, taken, isolation):
         problems.append(variable_problem(host, origin_of(worker["launch"], "tp_size"), tp, f"the {mode} worker {worker['name']} needs {formula} "
                                          f"= {world} GPUs but gets {gets}", f"set tp_size (or dp_size / pp_size) so the product is {given}, or "
                                          f"give the worker {world // max(nnodes, 1)} GPUs per node with gpus in sglang_pd_{mode}_workers"))
-    if dp_attention and (dp > tp or tp % dp):
-        problems.append(variable_problem(host, "sglang_worker_dp_size", dp, f"with enable_dp_attention dp_size must divide tp_size {tp}",
-                                         f"write a dp_size that divides {tp} (usually equal to it)"))
     return problems
 
 
