@@ -221,7 +221,7 @@ CASES = [
     ('worker-key-typo', set_host('d1', sglang_pd_decode_workers=[{'gpu': [0, 1, 2, 3, 4, 5, 6, 7]}]), None,
      ['d1: sglang_pd_decode_workers[0].gpu = [0, 1, 2, 3, 4, 5, 6, 7]: not a worker key', 'did you mean gpus?']),
     ('port-out-of-range', set_host('p0', sglang_pd_prefill_port=70000), None,
-     ['p0: sglang_pd_prefill_port = 70000: outside 1-65535']),
+     ['p0: port of sglang-prefill (sglang_pd_prefill_port) = 70000: outside 1-65535']),
     ('tp-does-not-match-gpus', set_host('d1', sglang_pd_decode_workers=[{'gpus': '0,1,2,3'}]), None,
      ['d1: sglang_worker_tp_size = 8: the decode worker sglang-decode needs tp_size 8 x pp_size 1 x dp_size 1 = 8 GPUs',
       'but gets 4 GPUs (0, 1, 2, 3)', 'so the product is 4']),
@@ -236,7 +236,8 @@ CASES = [
                                              sglang_worker_gpu_isolation='base_gpu_id'), {'sglang_worker_tp_size': 4},
      ['with sglang_worker_gpu_isolation base_gpu_id a worker needs consecutive GPUs']),
     ('dp-attention-dp-too-large', set_all(sglang_worker_enable_dp_attention=True, sglang_worker_dp_size=16), None,
-     ['sglang_worker_dp_size = 16: with enable_dp_attention dp_size must divide tp_size 8']),
+     ['dp_size = 16 (sglang_worker_dp_size): SGLang 0.5.14 refuses this', 'under DP attention tp_size must be a multiple of dp_size',
+      'make dp_size divide tp_size']),
     ('multi-node-needs-more-tp', set_all(sglang_pd_worker_group='decode-16'), None,
      ['needs tp_size 8 x pp_size 1 x dp_size 1 = 8 GPUs but gets 8 GPUs (all of the host\'s, sglang_pd_gpus_per_host 8) '
       'on each of 2 nodes = 16']),
@@ -315,8 +316,8 @@ CASES = [
      ['sglang_pd_model_manifest = "/nonexistent/glm-5.2-fp8.manifest": no such file on the controller']),
     ('model-manifest-malformed', manifest('# glm-5.2-fp8\n' + 'a1' * 32 + '  1234  config.json\n' + 'b2' * 32 + '  4.2G  model.safetensors\n'),
      None,
-     ['sglang_pd_model_manifest = "/', '.manifest": line 3 ("' + 'b2' * 32 + '  4.2G  model.safetensors"): '
-      "the size '4.2G' is not a whole number of bytes", 'write one file a line as SHA256  SIZE  NAME']),
+     ['sglang_pd_model_manifest = "/', ".manifest\": manifest line 3: the size must be a whole number of bytes, found '4.2G'",
+      'write one file a line as SHA256  SIZE  NAME']),
     # Inventory shape.
     ('pd-group-beside-sglang-pd', lambda inv: inv['all']['children'].update(
         {'sglang_decode': inv['all']['children']['sglang_pd']['children'].pop('sglang_decode')}), None,
@@ -393,7 +394,7 @@ CASES = [
     ('context-length-with-unit', set_host('d1', sglang_worker_decode_options={'context_length': '128k'}), None,
      ['d1: sglang_worker_decode_options: --context-length 128k: not a number']),
     ('router-log-level-choice', set_host('d0', sglang_router_log_level='verbose'), None,
-     ['d0: sglang_router_log_level = "verbose": not a choice of the router (sglang-router 0.3.2 or smg 1.13.0)',
+     ['d0: sglang_router_log_level = "verbose": not a valid choice (sglang-router 0.3.2 or smg 1.13.0)',
       'write one of debug, info, warn, error']),
     ('router-policy-through-options', set_host('d0', sglang_router_options={'policy': 'random'}), None,
      ['d0: sglang_router_options.policy = "random": the collection sets --policy from sglang_router_policy',
@@ -570,7 +571,7 @@ def test_preflight_runs_under_limit(tmp_path):
     set_host('p0', sglang_pd_prefill_port=70000)(inventory)
     result = run(tmp_path, inventory, cmdline='--limit d1')
     assert result.rc != 0
-    assert 'p0: sglang_pd_prefill_port = 70000: outside 1-65535' in failure_message(result)
+    assert 'p0: port of sglang-prefill (sglang_pd_prefill_port) = 70000: outside 1-65535' in failure_message(result)
     assert not [e for e in result.task_events() if e['event'] == 'runner_on_unreachable']
     assert {e['event_data'].get('delegated_host', e['event_data']['host']) for e in result.task_events()
             if e['event_data'].get('task', '').startswith('Assert')} <= {'localhost', 'd1'}

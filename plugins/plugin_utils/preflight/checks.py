@@ -22,10 +22,12 @@ from ansible_collections.mindverse.sglang_pd.plugins.filter.firewall import pd_f
 from ansible_collections.mindverse.sglang_pd.plugins.module_utils._artifact_checks import (
     DIGEST_LENGTHS, MIN_PREFIX, ArtifactError, normalize_digest)
 from ansible_collections.mindverse.sglang_pd.plugins.module_utils._layout import repository_problem
+from ansible_collections.mindverse.sglang_pd.plugins.module_utils._model_weights import parse_manifest
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.inputs import type_problem
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.problems import (
     merge_problems, show_value, suggest, variable_problem)
-from ansible_collections.mindverse.sglang_pd.plugins.filter.pd import MODES, WORKER_SPEC_KEYS, parse_gpus
+from ansible_collections.mindverse.sglang_pd.plugins.filter.pd import (
+    MODES, WORKER_SPEC_KEYS, address_candidates, parse_gpus, worker_gpu_keys, worker_ib_device)
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.service_plan import FIXED_WORKER_OPTIONS, REDACTED, SECRET_NAME
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.model import COLLECTION_PREFIXES, PD_GROUPS
 
@@ -114,7 +116,7 @@ def _role_variable_hint(name, known):
     """What an unknown sglang_worker_* / sglang_router_* variable probably meant."""
     if name.startswith("sglang_worker_"):
         flag = "--" + name[len("sglang_worker_"):].replace("_", "-")
-        entry = (load_allowlist(DEFAULT_SGLANG_VERSION) or {}).get(flag)
+        entry = load_flag_module(DEFAULT_SGLANG_VERSION).FLAGS.get(flag)
         if entry:
             dest = entry[0]
             for suffix in (dest, {"disaggregation_transfer_backend": "transfer_backend", "disaggregation_ib_device": "ib_device"}.get(dest, dest)):
@@ -135,7 +137,7 @@ def _port_problem(value):
 
 
 def pd_check_worker_specs(hostvars, groups):
-    """Entries of sglang_pd_<mode>_workers are well formed."""
+    """Entries of sglang_pd_<mode>_workers are well formed (the ports check refuses a port out of range on the plan)."""
     problems = []
     for mode in MODES:
         name = f"sglang_pd_{mode}_workers"
@@ -150,10 +152,6 @@ def pd_check_worker_specs(hostvars, groups):
                                                  f"remove sglang_pd_worker_group, or give the host a single entry in {name}"))
             for index, spec in enumerate(specs):
                 problems += _worker_spec_problems(host, mode, f"{name}[{index}]", spec)
-        problems += [variable_problem(host, key, hostvars[host][key], _port_problem(hostvars[host][key]), PORT_FIX)
-                     for host in groups.get("sglang_" + mode) or []
-                     for key in (f"sglang_pd_{mode}_port", "sglang_pd_bootstrap_port", "sglang_pd_dist_init_port")
-                     if hostvars[host].get(key) is not None and _port_problem(hostvars[host][key])]
     return merge_problems(problems)
 
 
@@ -247,47 +245,23 @@ def _digest_problem(value, algorithm):
     return None
 
 
-MANIFEST_FORMAT = "SHA256  SIZE  NAME"
-MANIFEST_SHA256_RE = re.compile(r"^[0-9a-fA-F]{64}$")
 _MANIFEST_FIX = ("write one file a line as SHA256  SIZE  NAME (64 hex characters, the size in bytes, the path inside "
                  "the model folder without spaces; # starts a comment), as the model_weights module's mode=record "
                  "writes it; see docs/model_weights.md")
 
 
-def _manifest_line_problem(line, seen):
-    """What is wrong with one line of a model manifest (the model_weights module's rules), or None (SEEN: the names so far)."""
-    fields = line.split()
-    if len(fields) != 3:
-        return f"not {MANIFEST_FORMAT} ({len(fields)} fields, a name holds no whitespace)"
-    digest, size, name = fields
-    if not MANIFEST_SHA256_RE.match(digest):
-        return f"the sha256 {digest!r} is not 64 hex characters"
-    if not size.isdigit():
-        return f"the size {size!r} is not a whole number of bytes"
-    if name.startswith("/") or ".." in name.split("/"):
-        return f"the name {name!r} must be a relative path inside the model folder, without '..'"
-    return f"{name!r} is listed twice (line {seen[name]} too)" if name in seen else None
-
-
 def manifest_problems(path):
-    """The problems of the manifest file at PATH on the controller, each a (problem, fix) pair."""
+    """The problems of the manifest file at PATH on the controller, each a (problem, fix) pair, by the modules' own parser."""
     try:
         with open(path, encoding="utf-8") as handle:
-            lines = handle.read().splitlines()
+            entries = parse_manifest(handle.read())
     except FileNotFoundError:
         return [("no such file on the controller", "make the manifest (docs/model_weights.md) and write its path here")]
     except (OSError, UnicodeDecodeError) as exc:
         return [(f"cannot be read on the controller ({exc})", "make it a readable text file")]
-    problems, seen = [], {}
-    for number, line in enumerate(lines, 1):
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        problem = _manifest_line_problem(line, seen)
-        if problem:
-            problems.append((f"line {number} ({json.dumps(line[:120])}): {problem}", _MANIFEST_FIX))
-        else:
-            seen[line.split()[2]] = number
-    return problems or ([] if seen else [("lists no file, so any model folder would pass", _MANIFEST_FIX)])
+    except ValueError as exc:
+        return [(str(exc), _MANIFEST_FIX)]
+    return [] if entries else [("lists no file, so any model folder would pass", _MANIFEST_FIX)]
 
 
 def pd_check_model_weights(hostvars, hosts):
@@ -347,14 +321,6 @@ def _resolve(name, cache):
     return cache[name]
 
 
-def _as_list(value):
-    if isinstance(value, Mapping):
-        return [a for v in value.values() for a in _as_list(v)]
-    if isinstance(value, (list, tuple)):
-        return list(value)
-    return [] if value in (None, "") else [value]
-
-
 def pd_check_addresses(model, hostvars):
     """Service addresses are valid, resolvable, reachable from other nodes and in the CIDR."""
     problems, cache = [], {}
@@ -365,7 +331,7 @@ def pd_check_addresses(model, hostvars):
                                              "set sglang_pd_service_address, or list the host's addresses in sglang_pd_addresses "
                                              "with one inside sglang_pd_cluster_cidr"))
             continue
-        for candidate in _as_list(one.get("sglang_pd_addresses")):
+        for candidate in address_candidates(one):  # as the service address is chosen from them
             try:
                 ipaddress.ip_interface(str(candidate).strip())
             except ValueError:
@@ -469,7 +435,7 @@ def int_option(options, *names):
 
 
 def pd_check_gpus(model, hostvars):
-    """GPU subsets are valid and disjoint, and TP x DP x PP equals the GPUs a worker gets."""
+    """GPU subsets are valid and disjoint, and TP x DP x PP equals the GPUs a worker gets (SGLang's own rules: sglang_rules)."""
     problems, by_host, groups = [], {}, {}
     for worker in model["workers"]:
         host, mode = worker["host"], worker["mode"]
@@ -534,9 +500,6 @@ def _gpu_problems(worker, variable, raw, gpus, taken, isolation):
         problems.append(variable_problem(host, origin_of(worker["launch"], "tp_size"), tp, f"the {mode} worker {worker['name']} needs {formula} "
                                          f"= {world} GPUs but gets {gets}", f"set tp_size (or dp_size / pp_size) so the product is {given}, or "
                                          f"give the worker {world // max(nnodes, 1)} GPUs per node with gpus in sglang_pd_{mode}_workers"))
-    if dp_attention and (dp > tp or tp % dp):
-        problems.append(variable_problem(host, "sglang_worker_dp_size", dp, f"with enable_dp_attention dp_size must divide tp_size {tp}",
-                                         f"write a dp_size that divides {tp} (usually equal to it)"))
     return problems
 
 
@@ -544,30 +507,25 @@ IB_FIX = ("write a list of device names such as [mlx5_ib0, mlx5_ib1], or a map o
           "{0: [mlx5_ib0], 1: [mlx5_ib1]}")
 
 
-def _ib_problem(names):
-    """What is wrong with a list of InfiniBand device names, or None."""
-    bad = [n for n in names if not isinstance(n, str) or not IB_NAME_RE.match(n)]
-    return f"{', '.join(show_value(b) for b in bad)} is not a device name" if bad else None
-
-
-def _ib_value_problem(value, worker, isolation):
-    """What is wrong with a worker's InfiniBand devices (a path, names, or a per-GPU map), or None."""
+def _ib_problem(value, worker, role_vars):
+    """What is wrong with a worker's InfiniBand devices (names, a comma list, a JSON file or a per-GPU map), or None."""
+    if isinstance(value, str) and value.strip().startswith("{"):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return "not valid JSON"
     if isinstance(value, str) and value.startswith("/"):
         return None if value.endswith(".json") else "a path must name a JSON file of the per-GPU map"
-    if isinstance(value, (str, list, tuple)):
-        return _ib_problem([v.strip() for v in value.split(",")] if isinstance(value, str) else list(value))
-    if not isinstance(value, Mapping):
+    if not isinstance(value, (str, list, tuple, Mapping)):
         return "neither a list, a map nor a string"
-    gpus = worker["gpus"]
-    valid = set(gpus) if gpus and isolation == "base_gpu_id" else set(range(len(gpus) if gpus else worker["gpus_per_host"]))
-    for gpu, devices in value.items():
-        if not str(gpu).isdigit() or int(gpu) not in valid:
-            return f"GPU {show_value(gpu)} is not one of the worker's GPUs {sorted(valid)} (keys are GPU ids as the worker sees them)"
-        names = devices if isinstance(devices, (list, tuple)) else str(devices).split(",")
-        problem = _ib_problem([n.strip() if isinstance(n, str) else n for n in names])
-        if problem:
-            return problem
-    return None
+    keys = sorted(key for key, _gpu in worker_gpu_keys(worker, role_vars))
+    wrong = [gpu for gpu in value if not str(gpu).isdigit() or int(gpu) not in keys] if isinstance(value, Mapping) else []
+    if wrong:
+        return f"GPU {show_value(wrong[0])} is not one of the worker's GPUs {keys} (keys are GPU ids as the worker sees them)"
+    lists = value.values() if isinstance(value, Mapping) else [value]
+    names = [n for one in lists for n in (one if isinstance(one, (list, tuple)) else [n.strip() for n in str(one).split(",")])]
+    bad = [n for n in names if not isinstance(n, str) or not IB_NAME_RE.match(n)]
+    return f"{', '.join(show_value(b) for b in bad)} is not a device name" if bad else None
 
 
 def pd_check_ib_devices(model):
@@ -575,17 +533,9 @@ def pd_check_ib_devices(model):
     problems = []
     for worker in model["workers"]:
         role_vars = model["hosts"][worker["host"]]["role_vars"]["sglang_worker"]
-        value = worker.get("ib_device") or role_vars.get("sglang_worker_ib_device")
-        variable = f"ib_device in sglang_pd_{worker['mode']}_workers" if worker.get("ib_device") else "sglang_worker_ib_device"
-        if value in (None, "", [], {}, "auto"):
-            continue
-        problem = None
-        if isinstance(value, str) and value.strip().startswith("{"):
-            try:
-                value = json.loads(value)
-            except ValueError:
-                problem = "not valid JSON"
-        problem = problem or _ib_value_problem(value, worker, role_vars.get("sglang_worker_gpu_isolation"))
+        value, variable = worker_ib_device(worker, role_vars)
+        # auto: the node's own GPU-NIC pairing, read on the node.
+        problem = None if value in (None, "", [], {}) or ": auto" in variable else _ib_problem(value, worker, role_vars)
         if problem:
             problems.append(variable_problem(worker["host"], variable, value, problem, IB_FIX))
     return merge_problems(problems)
@@ -598,12 +548,6 @@ def load_flag_module(version):
         return importlib.import_module(ALLOWLIST_MODULE.format(str(version).replace(".", "_")))
     except ImportError:
         return None
-
-
-def load_allowlist(version):
-    """The flag table of one SGLang version shipped in the collection, or None."""
-    module = load_flag_module(version)
-    return module.FLAGS if module else None
 
 
 def worker_sglang_version(hostvars_one):
@@ -658,37 +602,40 @@ def _value_problems(kind, choices, values, kind_of_value):
     return found
 
 
+def flag_tokens(argv, flags, start=0):
+    """(position, flag, values) of each flag of ARGV from START, split by FLAGS' kinds (flag None: a value without one).
+
+    An unknown flag takes every value up to the next flag; a switch takes a stray value, for check_argv to refuse.
+    """
+    index = start
+    while index < len(argv):
+        position, (flag, _sep, inline) = index, str(argv[index]).partition("=")
+        index += 1
+        if not flag.startswith("--"):
+            yield position, None, [str(argv[position])]
+            continue
+        kind, values = flags[flag][1] if flag in flags else "any", [inline] if inline else []
+        while index < len(argv) and not str(argv[index]).startswith("--") and (kind in ("list", "any") or not values):
+            values.append(str(argv[index]))
+            index += 1
+        yield position, flag, values
+
+
 def check_argv(argv, origins, flags, start=3, types=None, escape="sglang_pd_sglang_extra_flags"):
     """[(origin, flag, value, problem, fix)] of one command line against FLAGS, TYPES (dest -> int/float/str) and ESCAPE
     (the variable that admits flags the table lacks, or None)."""
-    problems, seen, index = [], {}, start
-
-    def take(many):
-        nonlocal index
-        taken = []
-        while index < len(argv) and not str(argv[index]).startswith("--") and (many or not taken):
-            taken.append(str(argv[index]))
-            index += 1
-        return taken
-
-    while index < len(argv):
-        token, origin = str(argv[index]), origins[index] if index < len(origins) else ""
-        index += 1
-        if not token.startswith("--"):
-            problems.append((origin, token, token, "a value without a flag", "put it after the flag it belongs to"))
+    problems, seen = [], {}
+    for position, flag, values in flag_tokens(argv, flags, start):
+        origin = origins[position] if position < len(origins) else ""
+        if flag is None:
+            problems.append((origin, values[0], values[0], "a value without a flag", "put it after the flag it belongs to"))
             continue
-        flag, _sep, inline = token.partition("=")
-        values = [inline] if inline else []
         if flag not in flags:
-            values += take(True)
             problems.append((origin, flag, " ".join(values) or None, "no such flag", _unknown_flag_hint(flag, flags, escape)))
             continue
         dest, kind, choices, replacement = flags[flag]
-        if kind in ("list", "any") or (kind != "switch" and not values):
-            values += take(kind in ("list", "any"))
-        if kind == "switch" and index < len(argv) and not str(argv[index]).startswith("--"):
-            stray = str(argv[index])
-            index += 1
+        if kind == "switch" and values:
+            stray, values = values[0], []
             fix = "write a YAML boolean (true to set the switch, false to leave it out)"
             if stray.lower() in STRING_BOOLEANS:
                 fix = f"write {dest}: {'true' if stray.lower() in TRUE_WORDS else 'false'} (unquoted)"

@@ -10,8 +10,8 @@ import ipaddress
 from collections.abc import Mapping
 
 from ansible_collections.mindverse.sglang_pd.plugins.filter.pd import first_admin_key
-from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.service_plan import REDACTED, ROUTER_OPTION_VARS
-from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.checks import check_argv, flag_value_problem
+from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.service_plan import REDACTED, ROUTER_OPTION_VARS, cli_options
+from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.checks import check_argv
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.problems import merge_problems, suggest, variable_problem
 from ansible_collections.mindverse.sglang_pd.plugins.module_utils import (
     _sglang_router_flags_v0_3_2, _smg_router_flags_v1_13_0)
@@ -72,50 +72,23 @@ def router_flags(role_vars):
     return ROUTER_FLAGS.get(role_vars.get("sglang_router_generation") or AUTO, ROUTER_FLAGS[AUTO])
 
 
-def value_problem(option, value, flags):
-    """(problem, fix) of one router option's value, or None. FLAGS (a RouterFlags) has the option's flag."""
-    dest, kind, choices, _replacement = flags.flags["--" + str(option).replace("_", "-")]
-    if value in (None, ""):
-        return None
-    if kind == "switch":
-        if not isinstance(value, bool):
-            return f"a switch: true or false ({flags.label})", f"write {option}: true (a YAML boolean, unquoted)"
-        return None
-    values = value if isinstance(value, list) and kind == "list" else [value]
-    for one in values:
-        if choices and str(one) not in choices:
-            return (f"not a choice of the router ({flags.label})",
-                    f"write one of {', '.join(choices)}{suggest(one, choices)}")
-        kind_of_value = flags.types.get(dest)
-        if kind_of_value in ("int", "float") and (isinstance(one, bool) or flag_value_problem(str(one), kind_of_value)):
-            return (f"{flag_value_problem(str(one), kind_of_value) or 'a boolean, not a number'} ({flags.label})",
-                    f"write a {'whole ' if kind_of_value == 'int' else ''}number, unquoted and without units")
-    return None
-
-
 def option_problem(option, value, flags):
-    """(problem, fix) of one entry of sglang_router_options, or None."""
+    """(problem, fix) of one router option written as OPTION: VALUE, its command line checked as check_argv checks one, or None."""
     flag = "--" + str(option).replace("_", "-")
-    if flag in flags.flags:
-        return value_problem(option, value, flags)
-    options = [known[2:].replace("-", "_") for known in flags.flags]
-    return flags.lacks(flag), f"remove it{suggest(option, options)}"
+    if flag not in flags.flags:
+        return flags.lacks(flag), f"remove it{suggest(option, [known[2:].replace('-', '_') for known in flags.flags])}"
+    found = check_argv(cli_options({option: value}), [], flags.flags, 0, flags.types, None)
+    return (f"{found[0][3]} ({flags.label})", found[0][4]) if found else None
 
 
-def taken_elsewhere(check, flags):
-    """' (smg 1.13.0 takes it: ...)' when another generation passes CHECK (RouterFlags -> problem or None)."""
-    for generation in GENERATIONS:
-        other = ROUTER_FLAGS[generation]
-        if other is not flags and check(other) is None:
-            return (f" ({router_name(generation)} takes it: set sglang_router_generation: {generation}"
-                    " if the image runs it)")
-    return ""
-
-
-def _refusal(host, variable, value, check, flags):
-    """The problems of one router option: CHECK (a RouterFlags -> (problem, fix) or None) against FLAGS."""
-    found = check(flags)
-    return [variable_problem(host, variable, value, found[0], found[1] + taken_elsewhere(check, flags))] if found else []
+def _refusal(host, variable, option, value, flags):
+    """The problem of one router option against FLAGS, naming the generation that takes it when another does."""
+    found = option_problem(option, value, flags)
+    if not found:
+        return []
+    other = next((g for g in GENERATIONS if ROUTER_FLAGS[g] is not flags and option_problem(option, value, ROUTER_FLAGS[g]) is None), None)
+    takes = f" ({router_name(other)} takes it: set sglang_router_generation: {other} if the image runs it)" if other else ""
+    return [variable_problem(host, variable, value, found[0], found[1] + takes)]
 
 
 def _router_problems(host, role_vars):
@@ -124,14 +97,15 @@ def _router_problems(host, role_vars):
     problems = [variable_problem(host, variable, role_vars[variable], endpoint_problem(role_vars[variable]), f"write the path alone, such as {example}")
                 for variable, example in ENDPOINT_VARIABLES.items()
                 if isinstance(role_vars.get(variable), str) and role_vars[variable] and endpoint_problem(role_vars[variable])]
-    for option, name in ROUTER_OPTION_VARS:
-        problems += _refusal(host, name, role_vars.get(name), lambda f, o=option, v=role_vars.get(name): value_problem(o, v, f), flags)
-    for option, value in (role_vars.get("sglang_router_options") or {}).items():
-        if option in DEDICATED:
-            problems.append(variable_problem(host, f"sglang_router_options.{option}", value, f"the collection sets --{option.replace('_', '-')} "
-                                             f"from {DEDICATED[option]}, and checks it there", f"write {DEDICATED[option]}: {value} instead"))
-        elif option not in SECRET_OPTIONS:
-            problems += _refusal(host, f"sglang_router_options.{option}", value, lambda f, o=option, v=value: option_problem(o, v, f), flags)
+    options = role_vars.get("sglang_router_options") or {}
+    problems += [variable_problem(host, f"sglang_router_options.{option}", value, f"the collection sets --{option.replace('_', '-')} "
+                                  f"from {DEDICATED[option]}, and checks it there", f"write {DEDICATED[option]}: {value} instead")
+                 for option, value in options.items() if option in DEDICATED]
+    given = [(name, option, role_vars.get(name)) for option, name in ROUTER_OPTION_VARS]
+    given += [(f"sglang_router_options.{option}", option, value) for option, value in options.items()
+              if option not in DEDICATED and option not in SECRET_OPTIONS]
+    for variable, option, value in given:
+        problems += _refusal(host, variable, option, value, flags)
     extra = [str(a) for a in role_vars.get("sglang_router_extra_args") or []]
     for token in extra:
         option = token.split("=", maxsplit=1)[0][2:].replace("-", "_") if token.startswith("--") else ""

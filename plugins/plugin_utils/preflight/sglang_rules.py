@@ -13,7 +13,7 @@ from types import SimpleNamespace
 from typing import NamedTuple
 
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.checks import (
-    load_flag_module, option_variable, worker_sglang_version)
+    flag_tokens, load_flag_module, option_variable, worker_sglang_version)
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.problems import merge_problems, show_value, variable_problem
 
 SOURCE = "sglang/srt/server_args.py"
@@ -124,18 +124,11 @@ def server_args(argv, start, table):
     """
     types = table.TYPES
     values = {entry[0]: table.DEFAULTS.get(entry[0]) for entry in table.FLAGS.values()}
-    given, index = {}, start
-    while index < len(argv):
-        flag, _sep, inline = str(argv[index]).partition("=")
-        position, entry = index, table.FLAGS.get(flag)
-        index += 1
-        if entry is None:
+    given = {}
+    for position, flag, taken in flag_tokens(argv, table.FLAGS, start):
+        if flag not in table.FLAGS:
             continue
-        dest, kind = entry[0], entry[1]
-        taken = [inline] if inline else []
-        while kind != "switch" and index < len(argv) and not str(argv[index]).startswith("--") and (kind == "list" or not taken):
-            taken.append(str(argv[index]))
-            index += 1
+        dest, kind = table.FLAGS[flag][:2]
         try:
             values[dest] = (not flag.startswith("--no-") if kind == "switch" else [_typed(v, types.get(dest, "str")) for v in taken]
                             if kind == "list" else _typed(taken[0], types.get(dest, "str")) if taken else None)

@@ -17,7 +17,7 @@ DIGEST = "sha256:" + "ab" * 32
 IMAGE = {"sglang_pd_image_repository": "registry.example.com/mindverse/sglang", "sglang_pd_image_digest": DIGEST}
 
 
-ALLOWLIST = checks.load_allowlist("0.5.14")
+ALLOWLIST = checks.load_flag_module("0.5.14").FLAGS
 
 
 def inventory(**host_overrides):
@@ -304,23 +304,24 @@ def test_a_relative_manifest_path_is_refused():
 
 
 @pytest.mark.parametrize("line, problem", [
-    (f"{SHA} config.json", "line 5 (\"%s config.json\"): not SHA256  SIZE  NAME (2 fields" % SHA),
-    (f"{SHA}  12  special tokens.json", "not SHA256  SIZE  NAME (4 fields, a name holds no whitespace)"),
-    (f"{SHA[:12]}  12  config.json", f"line 5 (\"{SHA[:12]}  12  config.json\"): the sha256 '{SHA[:12]}' is not 64 hex"),
-    (f"{'g' * 64}  12  config.json", "is not 64 hex characters"),
-    (f"{SHA}  4.2G  config.json", "line 5 (\"%s  4.2G  config.json\"): the size '4.2G' is not a whole number of bytes" % SHA),
-    (f"{SHA}  -1  config.json", "the size '-1' is not a whole number of bytes"),
-    (f"{SHA}  12  ../secrets", "the name '../secrets' must be a relative path inside the model folder"),
-    (f"{SHA}  12  /etc/passwd", "the name '/etc/passwd' must be a relative path"),
-    (f"{SHA}  12  original/../../etc/passwd", "without '..'"),
-    (f"{SHA}  12  model-00001-of-00002.safetensors", "'model-00001-of-00002.safetensors' is listed twice (line 4 too)"),
+    (f"{SHA} config.json", 'manifest line 5: expected "SHA256  SIZE  NAME" (3 fields), found 2 field(s)'),
+    (f"{SHA}  12  special tokens.json", "(3 fields), found 4 field(s)"),
+    (f"{SHA[:12]}  12  config.json", f"manifest line 5: the sha256 must be 64 hex digits, found '{SHA[:12]}'"),
+    (f"{'g' * 64}  12  config.json", "the sha256 must be 64 hex digits"),
+    (f"{SHA}  4.2G  config.json", "manifest line 5: the size must be a whole number of bytes, found '4.2G'"),
+    (f"{SHA}  -1  config.json", "the size must be a whole number of bytes, found '-1'"),
+    (f"{SHA}  12  ../secrets", "the name ../secrets contains .."),
+    (f"{SHA}  12  /etc/passwd", "the name /etc/passwd is absolute"),
+    (f"{SHA}  12  original/../../etc/passwd", "contains .."),
+    (f"{SHA}  12  model-00001-of-00002.safetensors", "manifest line 5: model-00001-of-00002.safetensors is listed twice"),
 ])
 def test_a_malformed_manifest_line_names_the_file_and_the_line(tmp_path, line, problem):
+    """The model_weights module's own parser judges the manifest: the preflight refuses what the module would."""
     path = manifest_at(tmp_path, MANIFEST + line + "\n")
     _groups, hostvars = inventory(p0={"sglang_pd_model_manifest": path})
     problems = checks.pd_check_model_weights(hostvars, ["p0"])
     assert len(problems) == 1, problems
-    assert problems[0].startswith(f'p0: sglang_pd_model_manifest = "{path}": line 5 (')
+    assert problems[0].startswith(f'p0: sglang_pd_model_manifest = "{path}": manifest line 5: ')
     assert problem in problems[0]
     assert problems[0].endswith("see docs/model_weights.md")
 
@@ -335,3 +336,15 @@ def test_an_empty_manifest_is_refused(tmp_path):
     _groups, hostvars = inventory(p0={"sglang_pd_model_manifest": manifest_at(tmp_path, "# nothing yet\n")})
     problems = checks.pd_check_model_weights(hostvars, ["p0"])
     assert len(problems) == 1 and "lists no file, so any model folder would pass" in problems[0]
+
+
+@pytest.mark.parametrize("overrides, named", [
+    ({"sglang_pd_prefill_port": 70000}, "p0: port of sglang-prefill (sglang_pd_prefill_port) = 70000: outside 1-65535"),
+    ({"sglang_pd_bootstrap_port": 0}, "p0: bootstrap port of sglang-prefill (sglang_pd_bootstrap_port) = 0: outside 1-65535"),
+    ({"sglang_pd_prefill_workers": [{"port": 70000}]}, "p0: sglang_pd_prefill_workers[0].port = 70000: outside 1-65535"),
+])
+def test_a_port_out_of_range_is_named_by_the_first_check_that_sees_it(overrides, named):
+    """A worker entry's own port is refused with the entry; a variable's, on the plan, with the worker it numbers."""
+    groups, hostvars = inventory(p0=overrides)
+    first = checks.pd_check_worker_specs(hostvars, groups) or checks.pd_check_ports(model_of(groups, hostvars))
+    assert len(first) == 1 and first[0].startswith(named), first

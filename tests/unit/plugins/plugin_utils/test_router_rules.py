@@ -40,7 +40,7 @@ def test_options_a_generation_in_use_takes_pass(generation, router_vars):
 
 @pytest.mark.parametrize("generation, router_vars, fragments", [
     ("sglang-router", {"sglang_router_policy": "least_load"},
-     ['d0: sglang_router_policy = "least_load": not a choice of the router (sglang-router 0.3.2); write one of random,',
+     ['d0: sglang_router_policy = "least_load": not a valid choice (sglang-router 0.3.2); write one of random,',
       "(smg 1.13.0 takes it: set sglang_router_generation: smg if the image runs it)"]),
     ("smg", {"sglang_router_options": {"mini_lb": True}},
      ["d0: sglang_router_options.mini_lb = true: smg 1.13.0 has no flag --mini-lb; remove it",
@@ -48,17 +48,17 @@ def test_options_a_generation_in_use_takes_pass(generation, router_vars):
     ("smg", {"sglang_router_extra_args": ["--mini-lb"]},
      ["d0: sglang_router_extra_args: --mini-lb: no such flag (smg 1.13.0)"]),
     ("smg", {"sglang_router_policy": "least_loaded"},
-     ["not a choice of the router (smg 1.13.0)", "(did you mean least_load?)"]),
+     ["not a valid choice (smg 1.13.0)", "(did you mean least_load?)"]),
     ("auto", {"sglang_router_policy": "least_loaded"},
-     ['sglang_router_policy = "least_loaded": not a choice of the router (sglang-router 0.3.2 or smg 1.13.0)',
+     ['sglang_router_policy = "least_loaded": not a valid choice (sglang-router 0.3.2 or smg 1.13.0)',
       "least_load", "manual", "(did you mean least_load?)"]),
     (None, {"sglang_router_log_level": "verbose"},
-     ['sglang_router_log_level = "verbose": not a choice of the router (sglang-router 0.3.2 or smg 1.13.0)']),
+     ['sglang_router_log_level = "verbose": not a valid choice (sglang-router 0.3.2 or smg 1.13.0)']),
     ("auto", {"sglang_router_options": {"max_concurent_requests": 64}},
      ["sglang-router 0.3.2 has no flag --max-concurent-requests, nor does smg 1.13.0; remove it "
       "(did you mean max_concurrent_requests?)"]),
     ("auto", {"sglang_router_options": {"encode_policy": "fastest"}},
-     ['sglang_router_options.encode_policy = "fastest": not a choice of the router']),
+     ['sglang_router_options.encode_policy = "fastest": not a valid choice']),
     ("auto", {"sglang_router_extra_args": ["--history-backend", "sqlite"]},
      ["--history-backend sqlite: not a valid choice (sglang-router 0.3.2 or smg 1.13.0)"]),
 ])

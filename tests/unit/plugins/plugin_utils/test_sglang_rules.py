@@ -114,8 +114,8 @@ def test_decode_layout_must_fit_the_prefill():
 
 
 @pytest.mark.parametrize("router_vars, fragment", [
-    ({"sglang_router_log_level": "verbose"}, 'sglang_router_log_level = "verbose": not a choice of the router'),
-    ({"sglang_router_policy": "least_load"}, 'sglang_router_policy = "least_load": not a choice of the router'),
+    ({"sglang_router_log_level": "verbose"}, 'sglang_router_log_level = "verbose": not a valid choice'),
+    ({"sglang_router_policy": "least_load"}, 'sglang_router_policy = "least_load": not a valid choice'),
     ({"sglang_router_options": {"policy": "random"}}, 'sglang_router_options.policy = "random": the collection sets --policy '
                                                       'from sglang_router_policy'),
     ({"sglang_router_options": {"max_concurent_requests": 64}}, "has no flag --max-concurent-requests; remove it "

@@ -80,3 +80,31 @@ def test_each_paired_option_names_what_differs_and_where_sglang_requires_it(deco
     [problem] = pairing_checks.pd_check_pairing(model_of(groups, hostvars))
     assert problem.startswith(agree_on), problem
     assert problem.endswith(SET_ONCE.format(agree_on.split(":")[0]))
+
+
+@pytest.mark.parametrize("device, refused", [
+    ("mlx5_0 mlx5_1", '"mlx5_0 mlx5_1" is not a device name'),
+    ({0: ["mlx5_ib0"], 9: ["mlx5_ib9"]}, "GPU 9 is not one of the worker's GPUs [0, 1, 2, 3, 4, 5, 6, 7]"),
+    ('{"0": "mlx5_ib0", ', "not valid JSON"),
+    ("/etc/ib.yaml", "a path must name a JSON file"),
+    (["mlx5_0", 7], "7 is not a device name"),
+    ("mlx5_0, mlx5_1", None),
+    ('{"0": "mlx5_ib0,mlx5_ib1"}', None),
+    ("/etc/sglang/ib.json", None),
+    ("auto", None),
+])
+def test_infiniband_devices_are_names_or_a_map_of_the_workers_gpus(device, refused):
+    groups, hostvars = inventory(p0={"sglang_worker_ib_device": device})
+    problems = checks.pd_check_ib_devices(model_of(groups, hostvars))
+    if refused is None:
+        assert problems == []
+    else:
+        assert len(problems) == 1 and problems[0].startswith("p0: sglang_worker_ib_device = ") and refused in problems[0], problems
+        assert problems[0].endswith("{0: [mlx5_ib0], 1: [mlx5_ib1]}")
+
+
+@pytest.mark.parametrize("addresses", [["10.0.0.1/24", "ten.0.0.9"], {"eth0": ["10.0.0.1"], "ib0": "ten.0.0.9"}])
+def test_every_listed_address_is_an_ip_address(addresses):
+    groups, hostvars = inventory(p0={"sglang_pd_addresses": addresses})
+    assert checks.pd_check_addresses(model_of(groups, hostvars), hostvars) == [
+        'p0: sglang_pd_addresses = "ten.0.0.9": not an IP address; list IP addresses (10.0.0.4 or 10.0.0.4/24)']
