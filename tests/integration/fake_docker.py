@@ -1,7 +1,8 @@
 """A Docker daemon for the integration tests that read one (docker_host_info) on a machine without Docker.
 
 `serve(socket_path, info)` answers the Engine API on a unix socket, in a thread, until `shutdown()`:
-`/version` (the API version the client settles on) and `/info` (INFO, a dict); anything else is a 404.
+`/version` (the API version the client settles on), `/info` (INFO, a dict) and, when CONTAINERS is given,
+`/containers/json` (that list, whatever the filters); anything else is a 404.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
 
 
-def serve(socket_path, info):
+def serve(socket_path, info, containers=None):
     """The running server (call `shutdown()` on it); SOCKET_PATH a pathlib path."""
     answers = {'version': VERSION, 'info': info}
 
@@ -26,7 +27,11 @@ def serve(socket_path, info):
         protocol_version = 'HTTP/1.1'
 
         def do_GET(self):  # noqa: N802 (http.server's name)
-            answer = answers.get(self.path.split('?')[0].rstrip('/').rsplit('/', 1)[-1])
+            path = self.path.split('?')[0].rstrip('/')
+            if containers is not None and path.endswith('/containers/json'):
+                answer = containers
+            else:
+                answer = answers.get(path.rsplit('/', 1)[-1])
             body = json.dumps(answer if answer is not None else {'message': 'not here'}).encode()
             self.send_response(200 if answer is not None else 404)
             self.send_header('Content-Type', 'application/json')
