@@ -8,7 +8,8 @@ connection; Docker is fake_docker.py with one SGLang container, systemctl is fak
 refuses. Secrets are planted where a careless bundle would copy them: the
 router's API key in node-a's env file, the registry password in its container log, a hub token
 in its environment. The archive must list node-a's files, say node-b did not answer, and hold
-none of the secrets; a --check run writes the same archive and nothing on the node.
+none of the secrets; a --check run under --limit (which leaves localhost out of the plays) writes
+the same archive and nothing on the node.
 """
 
 from __future__ import annotations
@@ -130,14 +131,14 @@ def _relative(members, archive):
     return {name[len(top) + 1:]: text for name, text in members.items()}
 
 
-@pytest.mark.parametrize('cmdline', [None, '--check'], ids=['run', 'check'])
+@pytest.mark.parametrize('cmdline', [None, '--check --limit node-a,node-b'], ids=['run', 'check-limit'])
 def test_the_bundle_lists_each_node_says_which_did_not_answer_and_holds_no_secret(tmp_path, cmdline):
     root, archive, members, stdout = _run(tmp_path, 'check' if cmdline else 'run', cmdline)
     files = _relative(members, archive)
     assert NODE_FILES <= {name[len('node-a/'):] for name in files if name.startswith('node-a/')}, sorted(files)
     assert set(files) >= {'bundle.txt', 'unreachable.txt', 'status.json', 'node-b/UNREACHABLE.txt'}, sorted(files)
     assert files['unreachable.txt'] == 'node-b\n'
-    # The status report (playbooks/status.yml, which writes nothing under --check) names node-b unreachable.
+    # The status report (playbooks/status.yml, which writes none under --check or --limit) names node-b unreachable.
     assert ('"kind": "unreachable"' in files['status.json']) != bool(cmdline), files['status.json'][:2000]
     assert not any(name.startswith('node-b/') and name != 'node-b/UNREACHABLE.txt' for name in files), sorted(files)
     # A tool this machine lacks is said to be absent; the log and env file are there, redacted.
