@@ -4,7 +4,7 @@
 
 ``hosts | mindverse.sglang_pd.support_secrets(hostvars)`` lists the secret values of the
 inventory: each collection variable whose argument spec says ``no_log`` or whose name says
-secret (SECRET_NAME, as the preflight and the services' secret files read it), and, inside
+key, token, password, secret or credential (SECRET_VARIABLE), and, inside
 any collection variable that is a mapping or list (``sglang_worker_extra_env``), each value
 under a key whose name says secret.
 
@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import base64
 import functools
-import json
 import glob
+import json
 import os
 import re
 from collections.abc import Mapping
@@ -34,7 +34,7 @@ import yaml
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.mindverse.sglang_pd.plugins.module_utils._layout import VARIABLE_PREFIXES
-from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.service_plan import REDACTED, SECRET_NAME
+from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.service_plan import REDACTED
 
 COLLECTION = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 # A value shorter than this is no secret worth the name, and replacing it would blot out the text.
@@ -43,6 +43,9 @@ MIN_SECRET_LENGTH = 6
 _NAME = r"[\w.-]*(?:key|token(?!iz)|passw(?:or)?d|passwd|pwd|secret|credential)[\w.-]*"
 # A value that is a count or a number (`#token: 120`, `--max-total-tokens 4096`) is kept.
 _NOT_A_NUMBER = r"(?![\d.,:]+(?![^\s\"',;&}\]]))"
+# The same words name a secret variable, or a secret key inside one (HF_TOKEN); SECRET_NAME (the
+# services' rule for what goes into a secret file) also takes "auth", and "token" in a tokenizer path.
+SECRET_VARIABLE = re.compile(_NAME, re.I)
 PATTERNS = (
     # Authorization: Bearer abc / "authorization": "Basic abc" / Proxy-Authorization.
     (re.compile(r"(authorization[\"']?\s*[:=]\s*[\"']?)(?:(?:bearer|basic|token|digest)\s+)?[^\s\"',;]+", re.I), r"\1" + REDACTED),
@@ -54,7 +57,7 @@ PATTERNS = (
     # --api-key VALUE, --registry-password=VALUE (the next word, unless it is a flag).
     (re.compile(r"(--" + _NAME + r")(=|\s+)(?!-)" + _NOT_A_NUMBER + r"[^\s\"',;]+", re.I), r"\1\2" + REDACTED),
     # API_KEY=value, password: value, "api_key": "value".
-    (re.compile(r"((?<![\w-])[\"']?" + _NAME + r"[\"']?\s*[:=]\s*[\"']?)(?![\"'\[{]|<redacted>)" + _NOT_A_NUMBER
+    (re.compile(r"((?<![\w-])[\"']?" + _NAME + r"[\"']?\s*[:=]\s*[\"']?)(?![\"'\[{]|" + re.escape(REDACTED) + ")" + _NOT_A_NUMBER
                 + r"[^\s\"',;&}\]]+", re.I), r"\1" + REDACTED),
 )
 
@@ -76,7 +79,7 @@ def _strings(value, whole):
     """The strings in VALUE: all of them when WHOLE, else only those under a key whose name says secret."""
     if isinstance(value, Mapping):
         for key, item in value.items():
-            yield from _strings(item, whole or bool(SECRET_NAME.search(str(key))))
+            yield from _strings(item, whole or bool(SECRET_VARIABLE.fullmatch(str(key))))
     elif isinstance(value, (list, tuple)):
         for item in value:
             # A list of entries (sglang_router_control_plane_api_keys): only their secret-named keys.
@@ -100,7 +103,7 @@ def support_secrets(hosts, hostvars):
                 value = one[name]
             except Exception:  # pylint: disable=broad-exception-caught  # a variable that does not template holds nothing to redact
                 continue
-            whole = name in secret_names or bool(SECRET_NAME.search(name))
+            whole = name in secret_names or bool(SECRET_VARIABLE.fullmatch(name))
             found.update(s for s in _strings(value, whole) if len(s) >= MIN_SECRET_LENGTH)
     return sorted(found, key=lambda s: (-len(s), s))
 

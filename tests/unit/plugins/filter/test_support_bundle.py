@@ -66,6 +66,7 @@ def test_the_secret_variables_are_the_no_log_and_secret_named_ones_and_secret_ke
         "sglang_router_control_plane_api_keys": [{"name": "ops", "key": "cp-admin-key-1", "role": "admin"}],
         "sglang_worker_extra_env": {"HF_TOKEN": "hf_hub_token_123", "SGLANG_STANDIN_WARMUP_SECS": "3000000"},
         "sglang_pd_model_path": "/models/glm-5.2-fp8",
+        "sglang_worker_tokenizer_path": "/models/glm-5.2-fp8/tokenizer",  # "token", but a tokenizer
         "fleet_hub_token": "not-a-collection-variable",  # the collection's variables only
         "sglang_pd_api_token": "abc",  # too short to look for
     }, "h2": {"sglang_worker_admin_api_key": "admin-key-1234567"}}
