@@ -1,8 +1,9 @@
 """A Docker daemon for the integration tests that read one (docker_host_info) on a machine without Docker.
 
-`serve(socket_path, info, images)` answers the Engine API on a unix socket, in a thread, until `shutdown()`:
-`/version` (the API version the client settles on), `/info` (INFO, a dict) and `/images/json` (IMAGES, a
-list of the engine's image summaries, whatever the filter); anything else is a 404.
+`serve(socket_path, info, images, containers)` answers the Engine API on a unix socket, in a thread, until
+`shutdown()`: `/version` (the API version the client settles on), `/info` (INFO, a dict), `/images/json`
+(IMAGES, a list of the engine's image summaries, whatever the filter) and, when CONTAINERS is given,
+`/containers/json` (that list, whatever the filters); anything else is a 404.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
 
 
-def serve(socket_path, info, images=()):
+def serve(socket_path, info, images=(), containers=None):
     """The running server (call `shutdown()` on it); SOCKET_PATH a pathlib path."""
-    answers = (('/version', VERSION), ('/info', info), ('/images/json', list(images)))
+    answers = (('/version', VERSION), ('/info', info), ('/images/json', list(images)), ('/containers/json', containers))
 
     class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = 'HTTP/1.1'
