@@ -61,7 +61,7 @@ def pd_check_groups(groups):
             problems.append(f"{', '.join(outside)}: in group {name} but not in sglang_pd, so the container engine, the "
                             f"firewall and the image would skip them while the router is told their workers; "
                             f"make {name} a child of sglang_pd (all: children: sglang_pd: children: {name})")
-    known = set(PD_GROUPS) | {"sglang_pd", "all", "ungrouped"}
+    known = set(PD_GROUPS) | {"sglang_pd", "sglang_router_lb", "all", "ungrouped"}
     for name in sorted(groups):
         close = difflib.get_close_matches(name, sorted(PD_GROUPS + ("sglang_pd",)), n=1, cutoff=0.85)
         if name not in known and close and groups.get(name):

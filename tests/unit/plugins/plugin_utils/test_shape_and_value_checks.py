@@ -23,6 +23,13 @@ def test_hosts_outside_sglang_pd_and_misspelt_groups_are_refused():
     assert len(problems) == 2
 
 
+def test_the_balancer_group_is_a_group_of_the_collection_not_a_misspelling():
+    groups = {"sglang_pd": ["p0", "d0"], "sglang_prefill": ["p0"], "sglang_decode": ["d0"], "sglang_router": ["d0"],
+              "sglang_router_lb": ["p0"]}
+    assert checks.pd_check_groups(groups) == []
+    assert "did you mean sglang_router?" in checks.pd_check_groups(dict(groups, sglang_routr=["p0"]))[0]
+
+
 def test_a_worker_on_loopback_is_unreachable():
     groups, hostvars = inventory(p0={"sglang_worker_host": "localhost"})
     problems = checks.pd_check_reachability(model_of(groups, hostvars))
