@@ -25,8 +25,9 @@ description:
   - O(state=recorded) records only a node that holds what O(managed) asks for (files with that content, units
     active and enabled); otherwise it records nothing and says why in RV(differences).
   - O(state=compared) removes a record the node itself no longer matches (not in check mode), so a run that fails
-    before recording leaves none behind. A record made under another plan is kept and the compare reports no change:
-    its digest keeps every run of another plan from skipping, and a run of the recorded plan compares the node again.
+    before recording leaves none behind. A record made under another plan is kept and the compare reports no change,
+    since its digest keeps every run of another plan from skipping, and a run of the recorded plan compares the node
+    again.
     O(state=absent) removes the record.
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
