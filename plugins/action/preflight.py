@@ -26,15 +26,16 @@ class ActionModule(ActionBase):
         return self._loader.load_from_file(os.path.join(COLLECTION, *parts), trusted_as_template=trusted) or {}
 
     def _sources(self):
-        """The role defaults (trusted templates, so the templar resolves them per host), every option taken, the removed variables."""
+        """The role defaults (trusted templates, so the templar resolves them per host), every option taken, the removed variables, the published facts."""
         defaults = {role: self._load("roles", role, "defaults", "main.yml", trusted=True) for role in RESOLVED_ROLES}
         specs = {}
         for path in sorted(glob.glob(os.path.join(COLLECTION, "roles", "*", "meta", "argument_specs.yml"))):
             for entry_point in (self._loader.load_from_file(path) or {}).get("argument_specs", {}).values():
                 specs.update(entry_point.get("options") or {})
         specs.update(self._load("playbooks", "vars", "sglang_pd_variables.yml").get("sglang_pd_variables") or {})
-        removed = self._load("playbooks", "vars", "preflight.yml").get("removed_variables") or {}
-        return {"defaults": defaults, "specs": specs, "removed": removed}
+        lists = self._load("playbooks", "vars", "preflight.yml")
+        return {"defaults": defaults, "specs": specs, "removed": lists.get("removed_variables") or {},
+                "published": frozenset(lists.get("published_facts") or ())}
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """playbooks/rollback.yml as an operator runs it: the listing, the refusals before anything moves, the choice.
 
-Two nodes on this machine (local connection) keep their image history in a temporary folder (the role's
+Three nodes on this machine (local connection) keep their image history in a temporary folder (the role's
 history path, moved there with -e); a fixture Docker engine (fake_docker) holds the newest image only.
 """
 
@@ -21,7 +21,7 @@ pytest.importorskip('ansible_runner')
 REPOSITORY = 'registry.local:5000/mindverse/sglang'
 OLD = 'sha256:' + 'a' * 64
 NEW = 'sha256:' + 'b' * 64
-HOSTS = ('node-0', 'node-1')
+HOSTS = ('node-0', 'node-1', 'node-2')
 LIST = 'List the digests each node ran healthy, newest first'
 CHOOSE = 'Move every node to it'
 
@@ -34,10 +34,12 @@ def fixture_rollback(tmp_path):
     engine = fake_docker.serve(tmp_path / 'docker.sock', {}, images=[
         {'Id': 'sha256:' + 'e' * 64, 'RepoTags': [], 'RepoDigests': [f'{REPOSITORY}@{NEW}']}])
     node = {'ansible_connection': 'local', 'ansible_become': False, 'ansible_python_interpreter': sys.executable}
-    inventory = {'all': {'vars': {'sglang_pd_image_repository': REPOSITORY, 'sglang_pd_image_digest': NEW},
+    inventory = {'all': {'vars': {'sglang_pd_image_repository': REPOSITORY, 'sglang_pd_image_digest': NEW,
+                                  'sglang_pd_model_path': '/models/glm'},
                          'children': {'sglang_pd': {'children': {
                              'sglang_prefill': {'hosts': {HOSTS[0]: node}},
-                             'sglang_decode': {'hosts': {HOSTS[1]: node}}}}}}}
+                             'sglang_decode': {'hosts': {HOSTS[1]: node}},
+                             'sglang_router': {'hosts': {HOSTS[2]: node}}}}}}}
     (tmp_path / 'hosts.json').write_text(json.dumps(inventory))
     runs = []
 
@@ -67,7 +69,7 @@ def test_without_a_target_it_lists_each_node_newest_first_and_moves_nothing(roll
 
 
 @pytest.mark.parametrize('switches, words', [
-    ({'sglang_pd_rollback_to': 'previous'}, [f'{OLD} no longer held on node-0, node-1', 'sglang_pd_rollback_pull=true']),
+    ({'sglang_pd_rollback_to': 'previous'}, [f'{OLD} no longer held on node-0, node-1, node-2', 'sglang_pd_rollback_pull=true']),
     ({'sglang_pd_rollback_to': 'sha256:' + 'd' * 64}, ['never ran healthy']),
     ({'sglang_pd_rollback_to': 'previous', 'sglang_pd_rollback_pull': 'maybe'}, ['-e sglang_pd_rollback_pull=true']),
 ])
@@ -82,5 +84,9 @@ def test_previous_that_may_be_pulled_moves_every_node_to_it_through_the_rolling_
     rc, stdout, results = rollback(sglang_pd_rollback_to='previous', sglang_pd_rollback_pull='true')
     assert {host: result['ansible_facts']['sglang_pd_image_digest'] for host, result in results[CHOOSE].items()} == {
         host: OLD for host in HOSTS}, stdout
-    # The rolling upgrade takes over (and, on this inventory of two bare nodes, its preflight stops it).
+    # The rolling upgrade takes over. Its preflight sees the history this run published as a fact of
+    # this run, not as an unknown variable of the inventory: it passes the variables check and stops
+    # at the addresses (these nodes' names resolve nowhere).
     assert 'PLAY [Validate the inventory' in stdout and rc != 0, stdout
+    assert 'SGLPD-PRE-003' not in stdout and 'reads this variable' not in stdout, stdout
+    assert 'SGLPD-PRE-010' in stdout, stdout

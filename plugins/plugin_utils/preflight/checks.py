@@ -83,8 +83,11 @@ def _fix_for_type(name, spec, value):
     return f"write a value of type {kind}"
 
 
-def pd_check_variables(hostvars, hosts, specs, removed):
-    """Removed or renamed variables (REMOVED: old name -> what to write), unknown ones, values that do not fit their SPECS."""
+def pd_check_variables(hostvars, hosts, specs, removed, published=frozenset()):
+    """Removed or renamed variables (REMOVED: old name -> what to write), unknown ones, values that do not fit their SPECS.
+
+    PUBLISHED names the facts the collection's own plays set: a later play's preflight in the same run sees them.
+    """
     problems = []
     required = sorted(n for n, spec in specs.items() if n.startswith("sglang_pd_") and (spec or {}).get("required"))
     for host in hosts:
@@ -96,7 +99,7 @@ def pd_check_variables(hostvars, hosts, specs, removed):
             value, spec = one[name], specs.get(name)
             if name in removed:
                 problems.append(variable_problem(host, name, value, "this variable was removed or renamed", f"write {removed[name]} instead"))
-            elif name.startswith(COLLECTION_PREFIXES) and name not in specs:
+            elif name.startswith(COLLECTION_PREFIXES) and name not in specs and name not in published:
                 hint = _role_variable_hint(name, specs)
                 # A misspelling of a secret's name is a secret too ("did you mean ..._password?").
                 if SECRET_NAME.search(hint) or (specs.get(hint.partition("did you mean ")[2].partition("?")[0]) or {}).get("no_log"):

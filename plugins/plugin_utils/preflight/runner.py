@@ -20,7 +20,7 @@ RULES = (
     ("evaluation", "every variable of the PD hosts can be evaluated", lambda run: run["inventory"]["problems"]),
     ("groups", "every PD group has hosts", lambda run: checks.pd_check_groups(run["groups"])),
     ("variables", "no removed, unknown or mistyped variables (booleans are not strings)",
-     lambda run: checks.pd_check_variables(run["hosts"], run["pd_hosts"], run["specs"], run["removed"])),
+     lambda run: checks.pd_check_variables(run["hosts"], run["pd_hosts"], run["specs"], run["removed"], run["published"])),
     ("worker_specs", "the workers of each host are well formed", lambda run: checks.pd_check_worker_specs(run["hosts"], run["groups"])),
     ("image", "the image is pinned by a full digest and checksums are whole", lambda run: checks.pd_check_image(run["hosts"], run["pd_hosts"])),
     ("model_weights", "model staging has a manifest and a cluster network, and the manifest is whole",
@@ -67,7 +67,8 @@ def run_checks(templar, hostvars, groups, sources):
         return role_variables(templar, scope, defaults.get(role) or {}, role + "_", host, cache)
 
     run = {"inventory": inventory, "hosts": inventory["hosts"], "groups": groups, "pd_hosts": pd_hosts,
-           "specs": dict(sources.get("specs") or {}), "removed": dict(sources.get("removed") or {}), "model": None}
+           "specs": dict(sources.get("specs") or {}), "removed": dict(sources.get("removed") or {}),
+           "published": frozenset(sources.get("published") or ()), "model": None}
     result = {"problems": {}, "model": None, "failed": None}
     for name, _title, check in RULES:
         if name == "build":
