@@ -108,7 +108,7 @@ def run_setting(name, setting, args, model_dir, log_dir):
         watch = HealthWatch(fleet.router_url, [s.url for s in [fleet.prefill] + fleet.decodes])
         watch.start()
         load = fleet.popen([sys.executable, str(LOADGEN), 'run', '--url', fleet.router_url, '--model', 'glm-test',
-                            '--out', str(records), '--rate', str(args.rate), '--concurrency', '16',
+                            '--out', str(records), '--rate', str(args.rate), '--concurrency', str(args.concurrency),
                             '--timeout', '30', '--max-seconds', str(args.quiet_secs + args.hung_secs + 60)],
                            log_dir / ('%s-loadgen.log' % name))
         quiet_start = time.time()
@@ -148,13 +148,14 @@ def report(results, args, load_before, load_after):
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')
     lines = ['', '## Hung worker: out of rotation, and no flaps under load (%s)' % stamp, '',
              'Command: `.venv/bin/python bench/bench_hung_worker.py --quiet-secs %g --hung-secs %g --rate %g '
-             '--append docs/benchmarks/results.md`' % (args.quiet_secs, args.hung_secs, args.rate), '',
+             '--concurrency %d --append docs/benchmarks/results.md`'
+             % (args.quiet_secs, args.hung_secs, args.rate, args.concurrency), '',
              'One prefill and two decode stand-ins behind the real SMG router (smg 1.13.0, `round_robin`) on loopback, health '
-             'checks on `/health_generate`; `tests/load/loadgen.py` at %g requests/s (30 s client timeout) for the '
-             'whole run. Quiet: %g s of load, every health change the router shows counts as a flap. Hung: '
+             'checks on `/health_generate`; `tests/load/loadgen.py` at %g requests/s, %d at a time at most (30 s '
+             'client timeout) for the whole run. Quiet: %g s of load, every health change the router shows counts as a flap. Hung: '
              'SIGSTOP of the second decode for %g s (as `docker pause`), then SIGCONT. Python %s, %s, %d CPUs, '
              'load average %s at the start, %s at the end.'
-             % (args.rate, args.quiet_secs, args.hung_secs, platform.python_version(), platform.machine(),
+             % (args.rate, args.concurrency, args.quiet_secs, args.hung_secs, platform.python_version(), platform.machine(),
                 os.cpu_count(), load_before, load_after), '',
              '| setting | interval / timeout / failures / passes | quiet requests | flaps | out after SIGSTOP (s) | '
              'back after SIGCONT (s) | requests hung (failed or > 5 s) | of them sent once it was out |',
@@ -180,6 +181,9 @@ def main():
     parser.add_argument('--quiet-secs', type=float, default=120)
     parser.add_argument('--hung-secs', type=float, default=30)
     parser.add_argument('--rate', type=float, default=5)
+    # Above the requests a hung worker can hold: with fewer, the load generator stalls once every
+    # slot waits on it, and the count of hung requests is this cap, not the router's.
+    parser.add_argument('--concurrency', type=int, default=64)
     parser.add_argument('--only-defaults', action='store_true', help='skip the old setting')
     parser.add_argument('--append', help='append the results section to this Markdown file')
     args = parser.parse_args()
