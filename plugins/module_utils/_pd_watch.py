@@ -198,8 +198,8 @@ class Watcher:
                         left.append(dict(router=router.base_url, url=worker['url'], worker_type='decode',
                                          bootstrap_port=worker.get('bootstrap_port')))
                     else:
-                        problems.append('removing %s from %s: HTTP %s %s' % (decode, router.base_url, resp.status,
-                                                                              resp.excerpt()))
+                        problems.append('removing %s from %s: HTTP %s %s'
+                                        % (decode, router.base_url, resp.status, resp.excerpt()))
         return left
 
     def _add(self, entry, problems):
@@ -252,12 +252,14 @@ def main(argv=None):
         done += 1
         for verb in ('removed', 'added', 'kept', 'paused'):
             if state[verb]:
-                print('%s: %s' % (verb, ', '.join(state[verb])), flush=True)
+                sys.stdout.write('%s: %s\n' % (verb, ', '.join(state[verb])))
         for problem in state['problems']:
-            print('problem: %s' % problem, file=sys.stderr, flush=True)
+            sys.stderr.write('problem: %s\n' % problem)
+        sys.stdout.flush()
+        sys.stderr.flush()
         time.sleep(max(0.0, args.interval - (time.monotonic() - began)))
     return 0
 
 
 if __name__ == '__main__':
-    sys.exit(main())
+    raise SystemExit(main())

@@ -49,7 +49,6 @@ def start(argv, log_path, env=None):
 
 def stop(proc):
     if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGCONT)
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(10)
 
