@@ -262,7 +262,7 @@ def test_rendered_docs_are_in_step(rendered):
             'docs/rendered/%s.md is out of date: run python scripts/gen_rendered_docs.py' % inventory
 
 
-def test_router_takes_a_hung_worker_out_of_rotation_within_a_minute(rendered):
+def test_router_takes_a_hung_worker_out_of_rotation_within_10_s(rendered):
     """The router checks /health_generate (it asks the scheduler) often enough to drop a hung worker fast."""
     _inventory, _out, services = rendered
     routers = [s for s in services.values() if s['role'] == 'sglang_router']
@@ -272,4 +272,4 @@ def test_router_takes_a_hung_worker_out_of_rotation_within_a_minute(rendered):
         assert option(argv, '--health-check-endpoint') == ['/health_generate']
         interval, timeout = int(option(argv, '--health-check-interval-secs')[0]), int(option(argv, '--health-check-timeout-secs')[0])
         failures = int(option(argv, '--health-failure-threshold')[0])
-        assert failures * (interval + timeout) <= 60
+        assert failures * (interval + timeout) <= 10

@@ -13,75 +13,24 @@ and says plainly that a user-role key may not change workers.
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
-import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from ansible_collections.mindverse.sglang_pd.plugins.modules import sglang_router_workers
 from fake_sglang import no_proxy_env  # noqa: F401  pylint: disable=unused-import
+from local_pd import Standin, free_port, start, stop, wait_until_listening
 from module_runner import run_module
 
 pytest.importorskip('smg', reason='the SMG router (pip package smg, pinned in requirements-test.txt) is not installed')
 pytestmark = pytest.mark.skipif(sys.version_info < (3, 10), reason='the stand-in needs Python 3.10 or later')
 
-STANDIN_DIR = Path(__file__).resolve().parents[1] / 'standin'
 ADMIN_KEY = 'smg-admin-secret'
 USER_KEY = 'smg-user-secret'
 WORKER_KEY = 'worker-secret'
 # SMG drops a registration whose server has not answered /health within this many seconds.
 STARTUP_TIMEOUT = 6
-
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(('127.0.0.1', 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_until_listening(port, proc, log_path, seconds=20):
-    deadline = time.monotonic() + seconds
-    while True:
-        assert proc.poll() is None, 'exited: %s' % log_path.read_text(errors='replace')[-3000:]
-        try:
-            socket.create_connection(('127.0.0.1', port), timeout=1).close()
-            return
-        except OSError:
-            assert time.monotonic() < deadline, 'nothing listens on %d: %s' % (port, log_path.read_text()[-3000:])
-            time.sleep(0.1)
-
-
-def start(argv, log_path, env=None):
-    """Start ARGV in its own process group, its output in LOG_PATH."""
-    with log_path.open('wb') as out:
-        return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-
-
-def stop(proc):
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait(10)
-
-
-class Standin:
-    """An SGLang stand-in server in MODE, listening on 127.0.0.1:PORT."""
-
-    def __init__(self, mode, port, log_dir, model_dir, api_key=None):
-        self.port, self.bootstrap_port = port, free_port()
-        self.url = 'http://127.0.0.1:%d' % port
-        self.log_path = log_dir / ('%s-%d.log' % (mode, port))
-        env = dict(os.environ, PYTHONPATH=str(STANDIN_DIR), SGLANG_STANDIN_WARMUP_SECS='0')
-        self.proc = start([sys.executable, '-m', 'sglang.launch_server', '--disaggregation-mode', mode,
-                           '--host', '127.0.0.1', '--port', str(port),
-                           '--disaggregation-bootstrap-port', str(self.bootstrap_port),
-                           '--model-path', str(model_dir), '--served-model-name', 'glm-test']
-                          + (['--api-key', api_key] if api_key else []), self.log_path, env)
-        wait_until_listening(port, self.proc, self.log_path)
 
 
 class Smg:

@@ -33,6 +33,7 @@ them); the stand-in asks the bootstrap server again for every request.
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -47,6 +48,9 @@ from sglang._standin.replies import RequestError
 ENSURE_ATTEMPTS = 15
 ENSURE_RETRY_SECS = 1.0
 ENV_ENSURE_RETRY = "SGLANG_STANDIN_BOOTSTRAP_RETRY_SECS"
+# Tests only: while the file this names exists, this decode cannot reach any bootstrap server, as
+# behind a firewall rule that drops the packets (a partition between decode and prefill).
+ENV_PARTITION_FILE = "SGLANG_STANDIN_PARTITION_FILE"
 # The decode's own TP rank: the stand-in is one process, rank 0.
 DECODE_TP_RANK = 0
 
@@ -74,12 +78,20 @@ def _route_query(dp: int, cp: int, tp: int, pp: int) -> str:
     return f"{ROUTE}?prefill_dp_rank={dp}&prefill_cp_rank={cp}&target_tp_rank={tp}&target_pp_rank={pp}"
 
 
+def partitioned() -> None:
+    """Raise the error of a dropped connection while the partition file (ENV_PARTITION_FILE) exists."""
+    path = os.environ.get(ENV_PARTITION_FILE)
+    if path and os.path.exists(path):
+        raise TimeoutError(f"timed out (partition: {ENV_PARTITION_FILE} {path} exists)")
+
+
 def prefill_info(addr: str, settings: DecodeSettings, log: Callable[[str], None],
                  sleep: Callable[[float], None] = time.sleep) -> dict[str, Any] | None:
     """Step 1: the prefill's parallel info, or None after ENSURE_ATTEMPTS failed tries (each logged)."""
     url = f"http://{addr}{_route_query(-1, -1, -1, -1)}"
     for attempt in range(1, ENSURE_ATTEMPTS + 1):
         try:
+            partitioned()
             status, text = call("GET", url)
             if status == 200:
                 return dict(json.loads(text))
