@@ -96,7 +96,7 @@ def test_a_fleet_that_converges_runs_the_stages_on_their_hosts(site):
     assert hosts['Pull the unified image by digest and verify it'] == 5
     assert hosts['Decide which running workers must restart, before anything changes'] == 4
     assert hosts['Start the workers that do not run yet, leave the changed ones for their batch'] == 4
-    assert hosts['Run the router'] == 1
+    assert hosts['Run the router, one at a time, drained at the balancers when it restarts'] == 1
     assert hosts['Run a node exporter on every PD node and balancer host'] == 5
     assert hosts['Run Prometheus on the monitoring hosts'] == 1
     assert hosts['Record the images that run healthy'] == 5
