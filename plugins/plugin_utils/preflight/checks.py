@@ -21,7 +21,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.mindverse.sglang_pd.plugins.filter.firewall import pd_firewall
 from ansible_collections.mindverse.sglang_pd.plugins.module_utils._artifact_checks import (
     DIGEST_LENGTHS, MIN_PREFIX, ArtifactError, normalize_digest)
-from ansible_collections.mindverse.sglang_pd.plugins.module_utils._layout import repository_problem
+from ansible_collections.mindverse.sglang_pd.plugins.module_utils._layout import VARIABLE_PREFIXES, repository_problem
 from ansible_collections.mindverse.sglang_pd.plugins.module_utils._model_weights import parse_manifest
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.inputs import type_problem
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.problems import (
@@ -29,7 +29,7 @@ from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.prob
 from ansible_collections.mindverse.sglang_pd.plugins.filter.pd import (
     MODES, WORKER_SPEC_KEYS, address_candidates, parse_gpus, worker_gpu_keys, worker_ib_device)
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.service_plan import FIXED_WORKER_OPTIONS, REDACTED, SECRET_NAME
-from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.model import COLLECTION_PREFIXES, PD_GROUPS
+from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.model import PD_GROUPS
 
 DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 PINNED_IMAGE_RE = re.compile(r"^[^@\s]+@sha256:[0-9a-f]{64}$")
@@ -40,11 +40,6 @@ STRING_BOOLEANS = set(TRUE_WORDS) | {"false", "no", "off", "0", "n"}
 ALLOWLIST_MODULE = "ansible_collections.mindverse.sglang_pd.plugins.module_utils._sglang_flags_v{}"
 DEFAULT_SGLANG_VERSION = "0.5.14"
 PORT_FIX = "write a port number between 1024 and 65535"
-
-
-def pd_check_build(model):
-    """Problems found while evaluating variables and building the commands."""
-    return merge_problems(model.get("errors") or [])
 
 
 # --------------------------------------------------------------------------- groups and variables
@@ -99,7 +94,7 @@ def pd_check_variables(hostvars, hosts, specs, removed, published=frozenset()):
             value, spec = one[name], specs.get(name)
             if name in removed:
                 problems.append(variable_problem(host, name, value, "this variable was removed or renamed", f"write {removed[name]} instead"))
-            elif name.startswith(COLLECTION_PREFIXES) and name not in specs and name not in published:
+            elif name.startswith(VARIABLE_PREFIXES) and name not in specs and name not in published:
                 hint = _role_variable_hint(name, specs)
                 # A misspelling of a secret's name is a secret too ("did you mean ..._password?").
                 if SECRET_NAME.search(hint) or (specs.get(hint.partition("did you mean ")[2].partition("?")[0]) or {}).get("no_log"):
@@ -119,7 +114,7 @@ def _role_variable_hint(name, known):
     """What an unknown sglang_worker_* / sglang_router_* variable probably meant."""
     if name.startswith("sglang_worker_"):
         flag = "--" + name[len("sglang_worker_"):].replace("_", "-")
-        entry = load_flag_module(DEFAULT_SGLANG_VERSION).FLAGS.get(flag)
+        entry = flag_table({})[1].FLAGS.get(flag)
         if entry:
             dest = entry[0]
             for suffix in (dest, {"disaggregation_transfer_backend": "transfer_backend", "disaggregation_ib_device": "ib_device"}.get(dest, dest)):
@@ -406,7 +401,7 @@ def pd_check_ports(model):
 def pd_check_firewall(model, groups, hostvars):
     """With the firewall on (the default), every PD host has the networks it admits, and SSH stays open."""
     problems = []
-    # Reported by pd_check_build / pd_check_addresses: the firewall is not built then.
+    # Reported by the build and addresses checks: the firewall is not built then.
     unbuildable = bool(model["errors"]) or any(info["address_problem"] for info in model["hosts"].values())
     for host in model["hosts"]:
         one = hostvars[host]
@@ -545,17 +540,13 @@ def pd_check_ib_devices(model):
 
 
 # --------------------------------------------------------------------------- worker flags
-def load_flag_module(version):
-    """The flag module (FLAGS, TYPES, DEFAULTS) of one SGLang version shipped in the collection, or None."""
+def flag_table(hostvars_one):
+    """(version, flag module with FLAGS, TYPES, DEFAULTS or None) of the SGLang release a host's workers run (sglang_pd_sglang_version)."""
+    version = str(hostvars_one.get("sglang_pd_sglang_version") or DEFAULT_SGLANG_VERSION)
     try:
-        return importlib.import_module(ALLOWLIST_MODULE.format(str(version).replace(".", "_")))
+        return version, importlib.import_module(ALLOWLIST_MODULE.format(version.replace(".", "_")))
     except ImportError:
-        return None
-
-
-def worker_sglang_version(hostvars_one):
-    """The SGLang version a host's workers run (sglang_pd_sglang_version)."""
-    return str(hostvars_one.get("sglang_pd_sglang_version") or DEFAULT_SGLANG_VERSION)
+        return version, None
 
 
 def _extra_flags(extra):
@@ -661,8 +652,7 @@ def pd_check_flags(model, hostvars):
     problems = []
     for worker in model["workers"]:
         host, mode, launch = worker["host"], worker["mode"], worker["launch"]
-        version = worker_sglang_version(hostvars[host])
-        table = load_flag_module(version)
+        version, table = flag_table(hostvars[host])
         if table is None:
             problems.append(variable_problem(host, "sglang_pd_sglang_version", version, "the collection ships no flag list for this version",
                                              f"run python scripts/gen_sglang_allowlist.py --version {version} and ship the result, "
