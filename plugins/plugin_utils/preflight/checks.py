@@ -550,9 +550,6 @@ def flag_table(hostvars_one):
 
 
 def _extra_flags(extra):
-    if isinstance(extra, str):
-        raise AnsibleFilterError(f"sglang_pd_sglang_extra_flags = {extra!r}: a string, not a list of flags; "
-                                 f"write [{extra}] (a YAML list) or a map of flag to kind")
     table = {}
     for flag, kind in extra.items() if isinstance(extra, Mapping) else ((flag, "any") for flag in (extra or [])):
         flag = str(flag) if str(flag).startswith("--") else "--" + str(flag).replace("_", "-")
@@ -658,11 +655,12 @@ def pd_check_flags(model, hostvars):
                                              f"run python scripts/gen_sglang_allowlist.py --version {version} and ship the result, "
                                              f"or write a shipped version such as {DEFAULT_SGLANG_VERSION}"))
             continue
-        try:
-            flags = dict(table.FLAGS, **_extra_flags(hostvars[host].get("sglang_pd_sglang_extra_flags") or []))
-        except AnsibleFilterError as exc:
-            problems.append((host, exc.message))
+        extra = hostvars[host].get("sglang_pd_sglang_extra_flags") or []
+        if isinstance(extra, str):
+            problems.append((host, f"sglang_pd_sglang_extra_flags = {extra!r}: a string, not a list of flags; "
+                                   f"write [{extra}] (a YAML list) or a map of flag to kind"))
             continue
+        flags = dict(table.FLAGS, **_extra_flags(extra))
         problems += _option_problems(host, mode, launch)
         for origin, flag, value, problem, fix in check_argv(launch["argv"], launch["origins"], flags, launch["options_start"], table.TYPES):
             if flag.startswith("---"):

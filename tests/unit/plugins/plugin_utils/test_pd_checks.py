@@ -149,6 +149,10 @@ def test_fork_flags_can_be_allowed():
     assert any("--enable-cp-layersplit" in p and "no such flag" in p for p in problems)
     hostvars["p0"]["sglang_pd_sglang_extra_flags"] = {"--enable-cp-layersplit": "switch"}
     assert checks.pd_check_flags(model_of(groups, hostvars), hostvars) == []
+    hostvars["p0"]["sglang_pd_sglang_extra_flags"] = "--enable-cp-layersplit"
+    assert checks.pd_check_flags(model_of(groups, hostvars), hostvars) == [
+        "p0: sglang_pd_sglang_extra_flags = '--enable-cp-layersplit': a string, not a list of flags; "
+        "write [--enable-cp-layersplit] (a YAML list) or a map of flag to kind"]
 
 
 def test_unknown_sglang_version_is_refused():
