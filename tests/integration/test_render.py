@@ -30,7 +30,7 @@ REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
 # controller): the one-pass render must write the same bytes.
 EXPECTED_FILES = os.path.join(os.path.dirname(__file__), 'render_expected.sha256')
 VENV_BIN = os.path.dirname(sys.executable)
-ALLOWLIST = pd_checks.load_flag_module('0.5.14').FLAGS
+ALLOWLIST = pd_checks.flag_table({})[1].FLAGS
 EXPECTED = {
     'example-1p3d': {
         'pd-node-0': ['sglang-prefill'],

@@ -21,7 +21,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.mindverse.sglang_pd.plugins.filter.firewall import pd_firewall
 from ansible_collections.mindverse.sglang_pd.plugins.module_utils._artifact_checks import (
     DIGEST_LENGTHS, MIN_PREFIX, ArtifactError, normalize_digest)
-from ansible_collections.mindverse.sglang_pd.plugins.module_utils._layout import repository_problem
+from ansible_collections.mindverse.sglang_pd.plugins.module_utils._layout import VARIABLE_PREFIXES, repository_problem
 from ansible_collections.mindverse.sglang_pd.plugins.module_utils._model_weights import parse_manifest
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.inputs import type_problem
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.problems import (
@@ -29,7 +29,7 @@ from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.prob
 from ansible_collections.mindverse.sglang_pd.plugins.filter.pd import (
     MODES, WORKER_SPEC_KEYS, address_candidates, parse_gpus, worker_gpu_keys, worker_ib_device)
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.service_plan import FIXED_WORKER_OPTIONS, REDACTED, SECRET_NAME
-from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.model import COLLECTION_PREFIXES, PD_GROUPS
+from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.model import PD_GROUPS
 
 DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 PINNED_IMAGE_RE = re.compile(r"^[^@\s]+@sha256:[0-9a-f]{64}$")
@@ -40,11 +40,6 @@ STRING_BOOLEANS = set(TRUE_WORDS) | {"false", "no", "off", "0", "n"}
 ALLOWLIST_MODULE = "ansible_collections.mindverse.sglang_pd.plugins.module_utils._sglang_flags_v{}"
 DEFAULT_SGLANG_VERSION = "0.5.14"
 PORT_FIX = "write a port number between 1024 and 65535"
-
-
-def pd_check_build(model):
-    """Problems found while evaluating variables and building the commands."""
-    return merge_problems(model.get("errors") or [])
 
 
 # --------------------------------------------------------------------------- groups and variables
@@ -99,7 +94,7 @@ def pd_check_variables(hostvars, hosts, specs, removed, published=frozenset()):
             value, spec = one[name], specs.get(name)
             if name in removed:
                 problems.append(variable_problem(host, name, value, "this variable was removed or renamed", f"write {removed[name]} instead"))
-            elif name.startswith(COLLECTION_PREFIXES) and name not in specs and name not in published:
+            elif name.startswith(VARIABLE_PREFIXES) and name not in specs and name not in published:
                 hint = _role_variable_hint(name, specs)
                 # A misspelling of a secret's name is a secret too ("did you mean ..._password?").
                 if SECRET_NAME.search(hint) or (specs.get(hint.partition("did you mean ")[2].partition("?")[0]) or {}).get("no_log"):
@@ -119,7 +114,7 @@ def _role_variable_hint(name, known):
     """What an unknown sglang_worker_* / sglang_router_* variable probably meant."""
     if name.startswith("sglang_worker_"):
         flag = "--" + name[len("sglang_worker_"):].replace("_", "-")
-        entry = load_flag_module(DEFAULT_SGLANG_VERSION).FLAGS.get(flag)
+        entry = flag_table({})[1].FLAGS.get(flag)
         if entry:
             dest = entry[0]
             for suffix in (dest, {"disaggregation_transfer_backend": "transfer_backend", "disaggregation_ib_device": "ib_device"}.get(dest, dest)):
@@ -406,7 +401,7 @@ def pd_check_ports(model):
 def pd_check_firewall(model, groups, hostvars):
     """With the firewall on (the default), every PD host has the networks it admits, and SSH stays open."""
     problems = []
-    # Reported by pd_check_build / pd_check_addresses: the firewall is not built then.
+    # Reported by the build and addresses checks: the firewall is not built then.
     unbuildable = bool(model["errors"]) or any(info["address_problem"] for info in model["hosts"].values())
     for host in model["hosts"]:
         one = hostvars[host]
@@ -545,23 +540,16 @@ def pd_check_ib_devices(model):
 
 
 # --------------------------------------------------------------------------- worker flags
-def load_flag_module(version):
-    """The flag module (FLAGS, TYPES, DEFAULTS) of one SGLang version shipped in the collection, or None."""
+def flag_table(hostvars_one):
+    """(version, flag module with FLAGS, TYPES, DEFAULTS or None) of the SGLang release a host's workers run (sglang_pd_sglang_version)."""
+    version = str(hostvars_one.get("sglang_pd_sglang_version") or DEFAULT_SGLANG_VERSION)
     try:
-        return importlib.import_module(ALLOWLIST_MODULE.format(str(version).replace(".", "_")))
+        return version, importlib.import_module(ALLOWLIST_MODULE.format(version.replace(".", "_")))
     except ImportError:
-        return None
-
-
-def worker_sglang_version(hostvars_one):
-    """The SGLang version a host's workers run (sglang_pd_sglang_version)."""
-    return str(hostvars_one.get("sglang_pd_sglang_version") or DEFAULT_SGLANG_VERSION)
+        return version, None
 
 
 def _extra_flags(extra):
-    if isinstance(extra, str):
-        raise AnsibleFilterError(f"sglang_pd_sglang_extra_flags = {extra!r}: a string, not a list of flags; "
-                                 f"write [{extra}] (a YAML list) or a map of flag to kind")
     table = {}
     for flag, kind in extra.items() if isinstance(extra, Mapping) else ((flag, "any") for flag in (extra or [])):
         flag = str(flag) if str(flag).startswith("--") else "--" + str(flag).replace("_", "-")
@@ -661,18 +649,18 @@ def pd_check_flags(model, hostvars):
     problems = []
     for worker in model["workers"]:
         host, mode, launch = worker["host"], worker["mode"], worker["launch"]
-        version = worker_sglang_version(hostvars[host])
-        table = load_flag_module(version)
+        version, table = flag_table(hostvars[host])
         if table is None:
             problems.append(variable_problem(host, "sglang_pd_sglang_version", version, "the collection ships no flag list for this version",
                                              f"run python scripts/gen_sglang_allowlist.py --version {version} and ship the result, "
                                              f"or write a shipped version such as {DEFAULT_SGLANG_VERSION}"))
             continue
-        try:
-            flags = dict(table.FLAGS, **_extra_flags(hostvars[host].get("sglang_pd_sglang_extra_flags") or []))
-        except AnsibleFilterError as exc:
-            problems.append((host, exc.message))
+        extra = hostvars[host].get("sglang_pd_sglang_extra_flags") or []
+        if isinstance(extra, str):
+            problems.append((host, f"sglang_pd_sglang_extra_flags = {extra!r}: a string, not a list of flags; "
+                                   f"write [{extra}] (a YAML list) or a map of flag to kind"))
             continue
+        flags = dict(table.FLAGS, **_extra_flags(extra))
         problems += _option_problems(host, mode, launch)
         for origin, flag, value, problem, fix in check_argv(launch["argv"], launch["origins"], flags, launch["options_start"], table.TYPES):
             if flag.startswith("---"):

@@ -13,19 +13,8 @@ from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.service_plan i
 PD_GROUPS = ("sglang_router", "sglang_prefill", "sglang_decode")
 # The roles whose variables the preflight resolves per host (their defaults, templated by Ansible).
 RESOLVED_ROLES = ("sglang_worker", "sglang_router")
-# A variable with one of these prefixes belongs to the collection: one that no role or
-# playbook takes is refused (a misspelt digest would otherwise deploy the old image).
-COLLECTION_PREFIXES = VARIABLE_PREFIXES
 # Connection variables the checks read besides the collection's own (service address, SSH port).
 SNAPSHOT_NAMES = ("ansible_host", "ansible_port")
-
-
-def _names(hostvars_one):
-    """The variable names a host has, without templating any value."""
-    try:
-        return set(iter(hostvars_one))
-    except TypeError:
-        return set(hostvars_one.keys())
 
 
 def pd_inventory(hostvars, hosts):
@@ -36,8 +25,8 @@ def pd_inventory(hostvars, hosts):
     snapshot, problems = {}, []
     for host in hosts:
         one, values = hostvars[host], {}
-        for name in sorted(_names(one)):
-            if name.startswith(COLLECTION_PREFIXES) or name.startswith("sglang_") or name in SNAPSHOT_NAMES:
+        for name in sorted(one):  # the names alone: no value is templated
+            if name.startswith(VARIABLE_PREFIXES) or name.startswith("sglang_") or name in SNAPSHOT_NAMES:
                 try:
                     values[name] = one.get(name)
                 except Exception as exc:  # pylint: disable=broad-except
@@ -50,7 +39,7 @@ def pd_model(groups, hostvars, role_variables):
     """Everything the roles would run: ``hosts``, ``workers`` and ``routers`` (each with its ``plan`` and ``launch``), ``errors``.
 
     ``role_variables(host, variables, role)`` returns ``(values, errors)``, what the role gets on the host
-    (``inputs.role_variables``); ``errors`` are reported by pd_check_build.
+    (``inputs.role_variables``); ``errors`` are reported by the build check.
     """
     errors = []
     model = {"hosts": {}, "workers": [], "routers": [], "errors": errors, "managed": C.DEFAULT_MANAGED_STR,

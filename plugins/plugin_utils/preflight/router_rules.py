@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Mapping
+from types import SimpleNamespace
 
 from ansible_collections.mindverse.sglang_pd.plugins.filter.pd import first_admin_key
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.service_plan import REDACTED, ROUTER_OPTION_VARS, cli_options
@@ -43,28 +44,17 @@ def _shared_entry(entries):
     return dest, kind, tuple(dict.fromkeys(choice for entry in entries for choice in entry[2])), replacement
 
 
-class RouterFlags:
-    """The flags, choices and value types of the generations a router host may run (a flag any of them takes)."""
-
-    def __init__(self, generations):
-        tables = [GENERATIONS[generation] for generation in generations]
-        self.names = [router_name(generation) for generation in generations]
-        self.flags = {flag: _shared_entry([table.FLAGS[flag] for table in tables if flag in table.FLAGS])
-                      for flag in dict.fromkeys(flag for table in tables for flag in table.FLAGS)}
-        self.types = {dest: kind for table in tables for dest, kind in table.TYPES.items()}
-
-    @property
-    def label(self):
-        """The routers, as a message names them (``sglang-router 0.3.2 or smg 1.13.0``)."""
-        return " or ".join(self.names)
-
-    def lacks(self, flag):
-        """That none of the routers has FLAG."""
-        return f"{self.names[0]} has no flag {flag}" + "".join(f", nor does {name}" for name in self.names[1:])
+def _router_flags(generations):
+    """The flags, choices and value types of the generations a router host may run (a flag any of them takes), and their names."""
+    tables, names = [GENERATIONS[generation] for generation in generations], [router_name(generation) for generation in generations]
+    flags = {flag: _shared_entry([table.FLAGS[flag] for table in tables if flag in table.FLAGS])
+             for flag in dict.fromkeys(flag for table in tables for flag in table.FLAGS)}
+    return SimpleNamespace(flags=flags, types={dest: kind for table in tables for dest, kind in table.TYPES.items()}, names=names,
+                           label=" or ".join(names))  # as messages name them: sglang-router 0.3.2 or smg 1.13.0
 
 
-ROUTER_FLAGS = {generation: RouterFlags([generation]) for generation in GENERATIONS}
-ROUTER_FLAGS[AUTO] = RouterFlags(list(GENERATIONS))
+ROUTER_FLAGS = {generation: _router_flags([generation]) for generation in GENERATIONS}
+ROUTER_FLAGS[AUTO] = _router_flags(list(GENERATIONS))
 
 
 def router_flags(role_vars):
@@ -76,7 +66,8 @@ def option_problem(option, value, flags):
     """(problem, fix) of one router option written as OPTION: VALUE, its command line checked as check_argv checks one, or None."""
     flag = "--" + str(option).replace("_", "-")
     if flag not in flags.flags:
-        return flags.lacks(flag), f"remove it{suggest(option, [known[2:].replace('-', '_') for known in flags.flags])}"
+        lacks = f"{flags.names[0]} has no flag {flag}" + "".join(f", nor does {name}" for name in flags.names[1:])
+        return lacks, f"remove it{suggest(option, [known[2:].replace('-', '_') for known in flags.flags])}"
     found = check_argv(cli_options({option: value}), [], flags.flags, 0, flags.types, None)
     return (f"{found[0][3]} ({flags.label})", found[0][4]) if found else None
 

@@ -10,6 +10,7 @@ from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.cont
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.inputs import role_variables
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.model import PD_GROUPS, pd_inventory, pd_model
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.pairing import pd_check_pairing
+from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.problems import merge_problems
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.router_rules import pd_check_router, pd_check_router_options
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.sglang_rules import pd_check_sglang_values
 
@@ -25,7 +26,7 @@ RULES = (
     ("image", "the image is pinned by a full digest and checksums are whole", lambda run: checks.pd_check_image(run["hosts"], run["pd_hosts"])),
     ("model_weights", "model staging has a manifest and a cluster network, and the manifest is whole",
      lambda run: checks.pd_check_model_weights(run["hosts"], run["pd_hosts"])),
-    ("build", "every variable could be evaluated and every command built", lambda run: checks.pd_check_build(run["model"])),
+    ("build", "every variable could be evaluated and every command built", lambda run: merge_problems(run["model"]["errors"])),
     ("names", "the services of each host have distinct names", lambda run: checks.pd_check_names(run["model"])),
     ("container", "Docker sizes have units and environment values are strings or numbers", lambda run: pd_check_container(run["model"])),
     ("addresses", "service addresses are valid, reachable by other nodes and in the cluster CIDR",

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 from typing import NamedTuple
 
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.checks import (
-    flag_tokens, load_flag_module, option_variable, worker_sglang_version)
+    flag_table, flag_tokens, option_variable)
 from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight.problems import merge_problems, show_value, variable_problem
 
 SOURCE = "sglang/srt/server_args.py"
@@ -186,8 +186,7 @@ def pd_check_sglang_values(model, hostvars):
         refused_values = _collection_rules(launch["options"])
         problems += [variable_problem(host, option_variable(launch, option), launch["options"][option], f"{problem} ({what})", fix)
                      for option, problem, fix in refused_values]
-        version = worker_sglang_version(hostvars[host])
-        table = load_flag_module(version)
+        version, table = flag_table(hostvars[host])
         if table is None or any(option == "page_size" for option, _problem, _fix in refused_values):
             continue
         args, given = server_args(launch["argv"], launch["options_start"], table)

@@ -17,7 +17,7 @@ DIGEST = "sha256:" + "ab" * 32
 IMAGE = {"sglang_pd_image_repository": "registry.example.com/mindverse/sglang", "sglang_pd_image_digest": DIGEST}
 
 
-ALLOWLIST = checks.load_flag_module("0.5.14").FLAGS
+ALLOWLIST = checks.flag_table({"sglang_pd_sglang_version": "0.5.14"})[1].FLAGS
 
 
 def inventory(**host_overrides):
@@ -40,7 +40,7 @@ def model_of(groups, hostvars):
 
 def all_problems(groups, hostvars):
     model = model_of(groups, hostvars)
-    return (checks.pd_check_build(model) + checks.pd_check_names(model) + checks.pd_check_addresses(model, hostvars)
+    return (merge_problems(model["errors"]) + checks.pd_check_names(model) + checks.pd_check_addresses(model, hostvars)
             + checks.pd_check_ports(model) + checks.pd_check_gpus(model, hostvars) + checks.pd_check_ib_devices(model)
             + checks.pd_check_flags(model, hostvars) + router_rules.pd_check_router(model)
             + checks.pd_check_image(hostvars, list(hostvars)) + checks.pd_check_worker_specs(hostvars, groups)
@@ -149,6 +149,10 @@ def test_fork_flags_can_be_allowed():
     assert any("--enable-cp-layersplit" in p and "no such flag" in p for p in problems)
     hostvars["p0"]["sglang_pd_sglang_extra_flags"] = {"--enable-cp-layersplit": "switch"}
     assert checks.pd_check_flags(model_of(groups, hostvars), hostvars) == []
+    hostvars["p0"]["sglang_pd_sglang_extra_flags"] = "--enable-cp-layersplit"
+    assert checks.pd_check_flags(model_of(groups, hostvars), hostvars) == [
+        "p0: sglang_pd_sglang_extra_flags = '--enable-cp-layersplit': a string, not a list of flags; "
+        "write [--enable-cp-layersplit] (a YAML list) or a map of flag to kind"]
 
 
 def test_unknown_sglang_version_is_refused():

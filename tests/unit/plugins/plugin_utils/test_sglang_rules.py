@@ -15,7 +15,7 @@ from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.preflight impo
 
 from test_pd_checks import inventory, model_of  # same folder (pytest puts it on sys.path)
 
-TABLE = checks.load_flag_module("0.5.14")
+TABLE = checks.flag_table({"sglang_pd_sglang_version": "0.5.14"})[1]
 
 
 def refused(*argv):
