@@ -14,20 +14,23 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
+import subprocess
 import sys
 
 import fake_docker
 import fake_systemctl
 import pytest
 import yaml
-from playbook_runner import REPO, run_playbook
+from playbook_runner import REPO, environment, run_playbook
 
 pytest.importorskip('ansible_runner')
 
 REPOSITORY = 'registry.example.com/mindverse/sglang'
 DIGEST = 'sha256:' + '5e' * 32
 HUGE = 2 ** 60
+FREE_SPACE_PLAY = "Measure the free space at Docker's data-root and the model directory"
 
 
 def _local_address():
@@ -138,3 +141,15 @@ def test_status_reports_the_free_space_of_each_node_and_a_nearly_full_one_as_dri
     assert report['counts']['low_free_space'] == 2
     # The summary the run prints (YAML, wrapped): the drift line of the nearly full data-root.
     assert 'drift low_free_space: node-low: the data-root %s has ' % fleet[1] in ' '.join(stdout.split())
+
+
+@pytest.mark.parametrize('playbook', ['playbooks/site.yml', 'playbooks/scale_out.yml', 'playbooks/scale_in.yml',
+                                      'playbooks/rolling_upgrade.yml', 'playbooks/rollback.yml'])
+def test_every_playbook_that_touches_a_node_measures_the_free_space_of_each(tmp_path, fleet, playbook):
+    done = subprocess.run([os.path.join(os.path.dirname(sys.executable), 'ansible-playbook'), os.path.join(REPO, playbook),
+                           '-i', fleet[0], '--list-hosts'], capture_output=True, text=True, cwd=REPO, check=False,
+                          env=dict(os.environ, **environment()))
+    assert done.returncode == 0, done.stdout + done.stderr
+    plays = re.findall(r'^  play #\d+ \((.*)\): (.*?)\tTAGS: .*\n    pattern: .*\n    hosts \((\d+)\):', done.stdout, re.M)
+    # Both nodes, though the inventory holds them in sglang_pd_settled.
+    assert [int(count) for _pattern, name, count in plays if name == FREE_SPACE_PLAY] == [2], plays
