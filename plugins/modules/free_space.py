@@ -17,6 +17,8 @@ description:
   - Warns (Ansible's C([WARNING]) in the recap output) when they are below O(warn_below_bytes). It never fails on
     the space itself; a caller that writes decides whether what it writes fits.
   - The same measure and the same decision as M(mindverse.sglang_pd.image_pull) at Docker's data-root.
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
     support: full

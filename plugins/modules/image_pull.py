@@ -63,7 +63,7 @@ options:
   warn_below_bytes:
     description:
       - Warn (Ansible's C([WARNING]), in check mode too) when RV(free_bytes) is below this many bytes; V(0) never warns.
-      - Only a warning: whether a pull fits is the caller's decision (the C(sglang_image) role asserts it).
+      - Only a warning. Whether a pull fits is the caller's decision (the C(sglang_image) role asserts it).
     type: int
     default: 0
   warn_place:

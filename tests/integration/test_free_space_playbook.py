@@ -109,9 +109,9 @@ def test_a_run_that_pulls_nothing_warns_for_each_place_below_its_threshold(tmp_p
 
 
 def test_a_run_that_would_pull_an_image_that_does_not_fit_is_refused_before_anything_restarts(tmp_path, fleet):
-    play = [{'name': 'Start the pull as site.yml does', 'hosts': 'node-ok', 'gather_facts': False, 'tasks': [
-        {'name': 'Prefetch', 'ansible.builtin.include_role': {'name': 'mindverse.sglang_pd.sglang_image',
-                                                               'tasks_from': 'prefetch'}}]}]
+    prefetch = {'name': 'mindverse.sglang_pd.sglang_image', 'tasks_from': 'prefetch'}
+    play = [{'name': 'Start the pull as site.yml does', 'hosts': 'node-ok', 'gather_facts': False,
+             'tasks': [{'name': 'Prefetch', 'ansible.builtin.include_role': prefetch}]}]
     playbook = tmp_path / 'prefetch.yml'
     playbook.write_text(yaml.safe_dump(play))
     runner, stdout = _run(tmp_path, 'pull', str(playbook), fleet, {'sglang_image_size_bytes': HUGE})
