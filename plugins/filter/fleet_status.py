@@ -6,17 +6,20 @@
 
 - ``plan``: what the inventory declares, ``{services: [{host, name, mode, port, url, image,
   argv}], routers: {router host: {url, prefill: [worker urls], decode: [worker urls]}}}``;
-- ``live``: what each node shows, ``{host: {reachable, gpus, nics, services: [...]}}`` where a
+- ``live``: what each node shows, ``{host: {reachable, gpus, nics, free_space, services: [...]}}`` where a
   service is a ``pd_live_services`` item (read from Docker) with ``unit_state``, ``health``
   (true, false or null when not asked), ``started_at``, ``restart_count`` and ``args`` (the
-  container's command, or null when not read);
+  container's command, or null when not read), and ``free_space`` the places measured (the
+  ``space`` entry points of the sglang_image and sglang_model roles: ``{place, path, free_bytes,
+  warn_below_bytes, low, error}``);
 - ``routers_live``: ``{router host: {prefill: [urls], decode: [urls]}}`` as each router's
   worker API lists them, null for a router that did not answer;
 
 and returns ``{nodes, routers, drift, unhealthy, counts}``. A drift item is one difference
 between declared and running, ``{kind, host, service, reason}``: ``missing_service``,
 ``extra_service``, ``wrong_image``, ``different_arguments``, ``router_membership``,
-``unreachable``. ``fleet_status_summary`` gives the short table a run prints.
+``unreachable``, ``low_free_space`` (a node's Docker data-root or model directory below its
+threshold: the run that pulls or copies there next may be refused). ``fleet_status_summary`` gives the short table a run prints.
 """
 from __future__ import annotations
 
@@ -26,8 +29,10 @@ from collections.abc import Mapping
 from ansible.errors import AnsibleFilterError
 from ansible_collections.mindverse.sglang_pd.plugins.filter.layout import image_reference
 from ansible_collections.mindverse.sglang_pd.plugins.filter.pd import pd_workers, router_port, router_url
+from ansible_collections.mindverse.sglang_pd.plugins.module_utils._free_space import is_low
 
-DRIFT_KINDS = ("unreachable", "missing_service", "extra_service", "wrong_image", "different_arguments", "router_membership")
+DRIFT_KINDS = ("unreachable", "missing_service", "extra_service", "wrong_image", "different_arguments", "router_membership",
+               "low_free_space")
 
 
 def _drift(kind, host, service, reason):
@@ -80,16 +85,33 @@ def _service_status(host, planned, running):
     return row, drift
 
 
+def _gib(count):
+    return "%.1f GiB" % (int(count) / 1024 ** 3)
+
+
+def _free_space(host, places):
+    """A node's measured places and a low_free_space drift item for each below its threshold."""
+    rows, drift = [], []
+    for place in places or []:
+        free, threshold = place.get("free_bytes"), place.get("warn_below_bytes")
+        low = is_low(None if free is None else int(free), None if threshold is None else int(threshold))
+        rows.append(dict(place, low=low))
+        if low:
+            drift.append(_drift("low_free_space", host, None, "%s: the %s %s has %s free, below %s (%d < %d bytes)"
+                                % (host, place.get("place"), place.get("path"), _gib(free), _gib(threshold), int(free), int(threshold))))
+    return rows, drift
+
+
 def _node_status(host, planned, live_node):
     live_node = live_node or {}
     reachable = live_node.get("reachable", False)
     node = {"host": host, "reachable": reachable, "gpus": live_node.get("gpus"), "nics": list(live_node.get("nics") or []),
-            "services": []}
+            "free_space": [], "services": []}
     if not reachable:
         node["services"] = [dict(service, host=host, declared=True, running=None, drift=[], problems=["node unreachable"])
                             for service in planned]
         return node, [_drift("unreachable", host, None, "%s did not answer: its services are not known" % host)]
-    drift = []
+    node["free_space"], drift = _free_space(host, live_node.get("free_space"))
     running = dict((service["name"], service) for service in live_node.get("services") or [])
     declared = dict((service["name"], service) for service in planned)
     for name in sorted(set(running) | set(declared)):
@@ -295,7 +317,8 @@ def _topology(status):
                            'data-service="%s/%s"' % (_e(node["host"]), _e(row["name"]))))
     for index, node in enumerate(status["nodes"]):
         rows[("node", node["host"])] = y = 10 + index * 68
-        reason = "" if node["reachable"] else "unreachable"
+        reason = "; ".join("%s %s below its threshold" % (place.get("place"), place.get("path")) for place in node["free_space"]
+                           if place["low"]) if node["reachable"] else "unreachable"
         shapes.append(_box(columns[2], y, 170, "node %s" % node["host"], "bad" if reason else "ok", reason,
                            'data-node="%s"' % _e(node["host"])))
         devices = "%s GPUs, %s NICs" % ("?" if node["gpus"] is None else node["gpus"], len(node["nics"]))

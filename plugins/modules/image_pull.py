@@ -60,6 +60,21 @@ options:
         progress continuously, so this bounds a stalled pull, not a long one.
     type: int
     default: 600
+  warn_below_bytes:
+    description:
+      - Warn (Ansible's C([WARNING]), in check mode too) when RV(free_bytes) is below this many bytes; V(0) never warns.
+      - Only a warning. Whether a pull fits is the caller's decision (the C(sglang_image) role asserts it).
+    type: int
+    default: 0
+  warn_place:
+    description: What the warning calls the data-root (for example the node's name and C(Docker's data-root)).
+    type: str
+    default: Docker's data-root
+  warn_setting:
+    description:
+      - The name the warning gives O(warn_below_bytes) (the caller's variable), so that the operator knows what to change.
+    type: str
+    default: warn_below_bytes
 requirements:
   - docker (Python Docker SDK) >= 5.0
 notes:
@@ -134,6 +149,10 @@ others:
   type: list
   elements: str
   sample: [sha256:9f8e7d6c5b4a39281706f5e4d3c2b1a09f8e7d6c5b4a39281706f5e4d3c2b1a0]
+low_space:
+  description: Whether RV(free_bytes) is below O(warn_below_bytes) (then the module warned).
+  returned: always
+  type: bool
 seconds:
   description: Seconds the pull took (0 when nothing was pulled).
   returned: always
@@ -153,6 +172,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
+from ansible_collections.mindverse.sglang_pd.plugins.module_utils._free_space import free_bytes_at, is_low, low_space_warning
 from ansible_collections.mindverse.sglang_pd.plugins.module_utils._image_artifacts import (
     DOCKER_IMPORT_ERROR,
     HAS_DOCKER,
@@ -236,11 +256,21 @@ def where_space_ran_out(message, data_root, free_bytes):
 def room(api):
     """Docker's data-root and the bytes free on its file system (None when that folder is not here)."""
     data_root = api.info().get('DockerRootDir', '')
+    if not data_root or not os.path.isdir(data_root):
+        return data_root, None
     try:
-        stats = os.statvfs(data_root)
+        return data_root, free_bytes_at(data_root)
     except OSError:
         return data_root, None
-    return data_root, stats.f_bavail * stats.f_frsize
+
+
+def warn_when_low(module, data_root, free_bytes):
+    """Warn when the data-root holds less than warn_below_bytes; whether it does."""
+    warning = low_space_warning(module.params['warn_place'], data_root, free_bytes, module.params['warn_below_bytes'],
+                                module.params['warn_setting'], "the next upgrade's pull may be refused")
+    if warning:
+        module.warn(warning)
+    return is_low(free_bytes, module.params['warn_below_bytes'])
 
 
 def other_images(api, name, found):
@@ -256,7 +286,7 @@ def run(module, api):
     data_root, free_bytes = room(api)
     found = local_image(api, name)
     nothing = {'layers': {'downloaded': 0, 'present': 0}, 'seconds': 0.0, 'data_root': data_root, 'free_bytes': free_bytes,
-               'others': other_images(api, name, found)}
+               'others': other_images(api, name, found), 'low_space': warn_when_low(module, data_root, free_bytes)}
     if found is not None:
         return dict(nothing, changed=False, image=image_summary(found))
     if module.check_mode:
@@ -286,6 +316,9 @@ def main():
             'password': {'type': 'str', 'no_log': True},
             'docker_host': {'type': 'str'},
             'timeout': {'type': 'int', 'default': 600},
+            'warn_below_bytes': {'type': 'int', 'default': 0},
+            'warn_place': {'type': 'str', 'default': "Docker's data-root"},
+            'warn_setting': {'type': 'str', 'default': 'warn_below_bytes'},
         },
         required_together=[('username', 'password')],
         supports_check_mode=True,

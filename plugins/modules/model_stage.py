@@ -156,6 +156,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import ConnectionError as UrlConnectionError
 from ansible.module_utils.urls import open_url
 
+from ansible_collections.mindverse.sglang_pd.plugins.module_utils._free_space import free_bytes_at
 from ansible_collections.mindverse.sglang_pd.plugins.module_utils._model_weights import (
     HashCache,
     hash_with_cache,
@@ -215,15 +216,6 @@ def remove_if_present(path):
         os.unlink(path)
     except FileNotFoundError:
         pass
-
-
-def free_bytes_at(path):
-    """Bytes available to unprivileged users on the filesystem of ``path`` or its nearest existing parent."""
-    probe = os.path.abspath(path)
-    while not os.path.exists(probe):
-        probe = os.path.dirname(probe)
-    stat = os.statvfs(probe)
-    return stat.f_bavail * stat.f_frsize
 
 
 # ----------------------------------------------------------------- sources

@@ -217,3 +217,37 @@ def test_a_router_that_did_not_answer_on_a_reachable_node_is_drift_and_the_route
     assert [d["reason"] for d in drift] == [
         "router on d0 did not list its workers",
         "router on p0 does not route to the prefill worker " + PREFILL]
+
+
+def _places(data_root_free, model_free):
+    return [{"place": "data-root", "path": "/var/lib/docker", "free_bytes": data_root_free, "warn_below_bytes": 121474836480,
+             "low": None, "error": None},
+            {"place": "model directory", "path": "/models/glm", "free_bytes": model_free, "warn_below_bytes": 10737418240,
+             "low": None, "error": None}]
+
+
+def test_a_nearly_full_data_root_is_low_free_space_drift_on_its_node():
+    nodes = live(plan())
+    nodes["p0"]["free_space"] = _places(80 * 1024 ** 2, 500 * 1024 ** 3)
+    nodes["d0"]["free_space"] = _places(500 * 1024 ** 3, 500 * 1024 ** 3)
+    status = fs.fleet_status(plan(), nodes, routers_live())
+    assert status["drift"] == [{"kind": "low_free_space", "host": "p0", "service": None,
+                                "reason": "p0: the data-root /var/lib/docker has 0.1 GiB free, below 113.1 GiB "
+                                          "(83886080 < 121474836480 bytes)"}]
+    assert status["counts"]["low_free_space"] == 1 and status["unhealthy"] == []
+    p0 = next(node for node in status["nodes"] if node["host"] == "p0")
+    assert [(place["place"], place["free_bytes"], place["low"]) for place in p0["free_space"]] == [
+        ("data-root", 80 * 1024 ** 2, True), ("model directory", 500 * 1024 ** 3, False)]
+    assert "drift low_free_space: p0: the data-root /var/lib/docker has 0.1 GiB free" in "\n".join(fs.fleet_status_summary(status))
+    page = fs.fleet_status_html(status)
+    assert 'data-drift-kind="low_free_space"' in page
+    assert '<g data-node="p0"><rect x="470" y="78" width="170" height="24" rx="4" class="bad"/>' in page
+    assert '<g data-node="d0"><rect x="470" y="10" width="170" height="24" rx="4" class="ok"/>' in page
+
+
+def test_a_model_directory_below_its_threshold_is_drift_and_an_unmeasured_place_is_not():
+    nodes = live(plan())
+    nodes["d0"]["free_space"] = _places(None, str(10737418240 - 1))  # Docker not answering; figures as set_fact leaves them
+    drift = fs.fleet_status(plan(), nodes, routers_live())["drift"]
+    assert [(d["kind"], d["host"]) for d in drift] == [("low_free_space", "d0")]
+    assert "the model directory /models/glm has 10.0 GiB free, below 10.0 GiB (10737418239 < 10737418240 bytes)" in drift[0]["reason"]

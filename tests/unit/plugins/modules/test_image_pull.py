@@ -14,6 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from ansible.module_utils import basic
 from ansible_collections.mindverse.sglang_pd.plugins.module_utils import _image_artifacts
 from ansible_collections.mindverse.sglang_pd.plugins.modules import image_pull
 from module_runner import run_module
@@ -190,3 +191,19 @@ def test_a_password_needs_a_user(api):
     result = run_module(image_pull, {'name': REF, 'password': SECRET})
     assert result['failed'] is True and 'username' in result['msg']
     assert api.pulls == []
+
+
+def test_a_data_root_below_the_threshold_warns_in_check_mode_and_when_the_image_is_there(api, tmp_path, monkeypatch):
+    api.data_root = str(tmp_path)
+    warnings = []
+    monkeypatch.setattr(basic.AnsibleModule, 'warn', lambda self, msg: warnings.append(msg))
+    monkeypatch.setattr(image_pull.os, 'statvfs', lambda path: SimpleNamespace(f_bavail=20480, f_frsize=4096))
+    args = {'name': REF, 'warn_below_bytes': 121474836480, 'warn_setting': 'sglang_image_free_warn_bytes'}
+    looked = run_module(image_pull, args, check_mode=True)
+    api.present = True
+    held = run_module(image_pull, args)
+    assert looked['low_space'] is True and held['low_space'] is True and held['changed'] is False and api.pulls == []
+    assert len(warnings) == 2 and warnings[0].startswith("Docker's data-root %s has 80.0 MiB free" % tmp_path), warnings
+    assert 'sglang_image_free_warn_bytes' in warnings[0]
+    warnings.clear()
+    assert run_module(image_pull, dict(args, warn_below_bytes=80 * 1024 ** 2))['low_space'] is False and warnings == []
