@@ -59,7 +59,7 @@ options:
       - Registries of peers that hold the image (C(HOST:PORT), each a read-only pull-through registry of O(name)'s
         registry, the C(serve_peers) entry point of the sglang_image role), tried in order before O(name)'s own
         registry, without credentials. O(name) must then carry a digest.
-      - From a mirror the image is pulled as C(MIRROR/PATH@DIGEST) (the same bytes: the daemon checks every
+      - From a mirror the image is pulled as C(MIRROR/PATH@DIGEST) (the same bytes, since the daemon checks every
         layer and the manifest against their digests), then O(name) is pulled with the credentials, which fetches
         only its manifest since the daemon holds the image; the mirror's reference is removed. A mirror that
         fails or serves wrong bytes sends the pull to the next one, and after the last to O(name)'s registry;
