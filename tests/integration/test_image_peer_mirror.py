@@ -16,157 +16,21 @@ the engine's digest check, and the pull goes on to the next mirror.
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import http.server
-import json
-import os
-import re
 import secrets
-import shutil
-import socket
 import subprocess
 import threading
-import time
+import urllib.error
 import urllib.request
 
 import pytest
 
 from ansible_collections.mindverse.sglang_pd.plugins.modules import image_pull
 from module_runner import run_module
+from peer_registries import REGISTRY, REPOSITORY_PATH, USER, Registry, TamperedPeer, TokenEndpoint, free_port, push_image
 
 docker = pytest.importorskip('docker')
-REGISTRY = shutil.which('docker-registry')
-USER = 'peers'
-REPOSITORY_PATH = 'sglang-pd-test/peer-image'
 pytestmark = [pytest.mark.docker,
               pytest.mark.skipif(REGISTRY is None, reason='needs docker-registry (scripts/setup installs it)')]
-
-
-def _free_port():
-    with socket.socket() as sock:
-        sock.bind(('127.0.0.1', 0))
-        return sock.getsockname()[1]
-
-
-def _answers(address):
-    try:
-        with urllib.request.urlopen('http://%s/v2/' % address, timeout=2):
-            return True
-    except urllib.error.HTTPError:
-        return True  # 401: the central registry answers, it wants a login
-    except OSError:
-        return False
-
-
-class Registry:
-    """One docker-registry process on 127.0.0.1 (the engine allows plain HTTP to localhost registries)."""
-
-    def __init__(self, folder, name, extra):
-        self.address = '127.0.0.1:%d' % _free_port()
-        self.log = os.path.join(folder, name + '.log')
-        self.config = os.path.join(folder, name + '.yml')
-        config = {'version': 0.1, 'log': {'level': 'info'},
-                  'storage': {'filesystem': {'rootdirectory': os.path.join(folder, name)}, 'delete': {'enabled': True}},
-                  'http': {'addr': self.address}}
-        config.update(extra)
-        with open(self.config, 'w', encoding='utf-8') as handle:
-            json.dump(config, handle)  # JSON is YAML
-        os.chmod(self.config, 0o600)
-        with open(self.log, 'wb') as log:
-            self.process = subprocess.Popen([REGISTRY, 'serve', self.config], stdout=log, stderr=subprocess.STDOUT)
-        for _ in range(50):
-            if _answers(self.address):
-                return
-            time.sleep(0.1)
-        raise AssertionError('docker-registry %s did not answer on %s' % (name, self.address))
-
-    def stop(self):
-        self.process.terminate()
-        self.process.wait(timeout=10)
-
-    def blob_gets(self):
-        """How many times each blob was served (GET, 200), from the access log."""
-        with open(self.log, encoding='utf-8', errors='replace') as handle:
-            text = handle.read()
-        served = re.findall(r'"GET /v2/%s/blobs/(sha256:[0-9a-f]{64}) HTTP/1\.1" 200 ' % re.escape(REPOSITORY_PATH), text)
-        return {digest: served.count(digest) for digest in set(served)}
-
-
-class TokenEndpoint(http.server.ThreadingHTTPServer):
-    """A token endpoint: a token for the right user and password (HTTP Basic), 401 for anything else."""
-
-    def __init__(self, password):
-        self.expected = 'Basic ' + base64.b64encode(('%s:%s' % (USER, password)).encode()).decode()
-        self.granted = 0
-        self.refused = 0
-        super().__init__(('127.0.0.1', 0), TokenHandler)
-        self.url = 'http://127.0.0.1:%d/token' % self.server_address[1]
-        threading.Thread(target=self.serve_forever, daemon=True).start()
-
-
-class TokenHandler(http.server.BaseHTTPRequestHandler):
-    def log_message(self, *args):  # quiet
-        pass
-
-    def do_GET(self):  # noqa: N802 (http.server's name)
-        if self.headers.get('Authorization') != self.server.expected:
-            self.server.refused += 1
-            self.send_response(401)
-            self.send_header('Content-Length', '0')
-            self.end_headers()
-            return
-        self.server.granted += 1
-        body = json.dumps({'token': secrets.token_hex(16), 'expires_in': 300}).encode()
-        self.send_response(200)
-        self.send_header('Content-Type', 'application/json')
-        self.send_header('Content-Length', str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-
-class TamperedPeer(http.server.ThreadingHTTPServer):
-    """A peer that answers the right manifest (read from the honest proxy) and wrong bytes for every blob."""
-
-    def __init__(self, honest):
-        self.honest = honest
-        self.blob_requests = 0
-        super().__init__(('127.0.0.1', 0), TamperedHandler)
-        self.address = '127.0.0.1:%d' % self.server_address[1]
-
-
-class TamperedHandler(http.server.BaseHTTPRequestHandler):
-    def log_message(self, *args):  # quiet
-        pass
-
-    def _answer(self, body, content_type='application/octet-stream', extra=None):
-        self.send_response(200)
-        self.send_header('Content-Type', content_type)
-        self.send_header('Content-Length', str(len(body)))
-        self.send_header('Docker-Distribution-API-Version', 'registry/2.0')
-        for key, value in (extra or {}).items():
-            self.send_header(key, value)
-        self.end_headers()
-        return body
-
-    def _body(self):
-        if '/blobs/' in self.path:
-            self.server.blob_requests += 1
-            return self._answer(secrets.token_bytes(4096))
-        if '/manifests/' in self.path:
-            request = urllib.request.Request('http://%s%s' % (self.server.honest, self.path),
-                                             headers={'Accept': self.headers.get('Accept', '*/*')})
-            with urllib.request.urlopen(request, timeout=10) as response:
-                body = response.read()
-                return self._answer(body, response.headers['Content-Type'],
-                                    {'Docker-Content-Digest': response.headers['Docker-Content-Digest']})
-        return self._answer(b'{}', 'application/json')
-
-    def do_GET(self):  # noqa: N802 (http.server's name)
-        self.wfile.write(self._body())
-
-    def do_HEAD(self):  # noqa: N802
-        self._body()
 
 
 @pytest.fixture(scope='module')
@@ -188,25 +52,7 @@ def fleet(tmp_path_factory, engine):
     central = Registry(folder, 'central', {'auth': {'silly': {'realm': tokens.url, 'service': 'central'}}})
     proxy = Registry(folder, 'proxy', {'proxy': {'remoteurl': 'http://' + central.address, 'username': USER,
                                                  'password': password}})
-    build = os.path.join(folder, 'build')
-    os.makedirs(build)
-    layers = []
-    for index in range(3):
-        content = secrets.token_bytes(256 * 1024)
-        layers.append(hashlib.sha256(content).hexdigest())
-        with open(os.path.join(build, 'layer%d' % index), 'wb') as handle:
-            handle.write(content)
-    with open(os.path.join(build, 'Dockerfile'), 'w', encoding='utf-8') as handle:
-        handle.write('FROM scratch\n' + ''.join('COPY layer%d /layer%d\n' % (index, index) for index in range(3)))
-    repository = '%s/%s' % (central.address, REPOSITORY_PATH)
-    image, _ = engine.images.build(path=build, tag=repository + ':t', rm=True)
-    auth = {'username': USER, 'password': password}
-    digest = None
-    for event in engine.api.push(repository, tag='t', stream=True, decode=True, auth_config=auth):
-        assert 'error' not in event, event
-        digest = event.get('aux', {}).get('Digest', digest)
-    assert digest, 'the push returned no digest'
-    engine.images.remove(image.id, force=True)
+    repository, digest = push_image(engine, folder, central.address, password, layers=3, layer_bytes=256 * 1024)
     yield {'central': central, 'proxy': proxy, 'name': repository + '@' + digest, 'password': password,
            'digest': digest, 'engine': engine, 'tokens': tokens}
     tokens.shutdown()
@@ -292,7 +138,7 @@ def test_a_tampered_peer_is_refused_and_the_next_one_serves(fleet):
 
 def test_without_a_peer_that_serves_the_registry_does(fleet):
     _forget(fleet)
-    dead = '127.0.0.1:%d' % _free_port()
+    dead = '127.0.0.1:%d' % free_port()
     result = _pull(fleet, [dead])
     assert not result.get('failed'), result
     assert result['source'] == 'registry' and [error['mirror'] for error in result['mirror_errors']] == [dead]
