@@ -25,7 +25,8 @@ import urllib.request
 
 REGISTRY = shutil.which('docker-registry')
 USER = 'peers'
-REPOSITORY_PATH = 'sglang-pd-test/peer-image'
+# Pushed by the tests and the bench themselves, to their own central registry (not an image set-up builds).
+REPOSITORY_PATH = 'peer-fanout/unified'
 
 
 def free_port():
