@@ -61,8 +61,8 @@ def measure(engine, folder, args, count, through_peer):
     password = secrets.token_hex(16)
     tokens = TokenEndpoint(password)
     central = Registry(folder, 'central-%d-%s' % (count, through_peer), {'auth': {'silly': {'realm': tokens.url, 'service': 'central'}}})
-    proxy = Registry(folder, 'proxy-%d-%s' % (count, through_peer), {'proxy': {'remoteurl': 'http://' + central.address, 'username': USER,
-                                                                              'password': password}})
+    upstream = {'remoteurl': 'http://' + central.address, 'username': USER, 'password': password}
+    proxy = Registry(folder, 'proxy-%d-%s' % (count, through_peer), {'proxy': upstream})
     try:
         repository, digest = push_image(engine, folder, central.address, password, args.layers, args.layer_mb * 1024 * 1024)
         pushed = central.blob_bytes()
