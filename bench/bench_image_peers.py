@@ -47,7 +47,7 @@ def forget(engine, name):
 def pulls(engine, name, password, count, mirrors):
     """Seconds of COUNT pulls of NAME (removed before each), through MIRRORS."""
     started = time.perf_counter()
-    for _ in range(count):
+    for _pull in range(count):
         forget(engine, name)
         result = run_module(image_pull, {'name': name, 'username': USER, 'password': password, 'mirrors': mirrors,
                                          'timeout': 300})

@@ -61,7 +61,7 @@ class Registry:
         os.chmod(self.config, 0o600)
         with open(self.log, 'wb') as log:
             self.process = subprocess.Popen([REGISTRY, 'serve', self.config], stdout=log, stderr=subprocess.STDOUT)
-        for _ in range(50):
+        for _attempt in range(50):
             if _answers(self.address):
                 return
             time.sleep(0.1)
@@ -175,7 +175,7 @@ def push_image(engine, folder, central, password, layers, layer_bytes):
     with open(os.path.join(build, 'Dockerfile'), 'w', encoding='utf-8') as handle:
         handle.write('FROM scratch\n' + ''.join('COPY layer%d /layer%d\n' % (index, index) for index in range(layers)))
     repository = '%s/%s' % (central, REPOSITORY_PATH)
-    image, _ = engine.images.build(path=build, tag=repository + ':t', rm=True)
+    image = engine.images.build(path=build, tag=repository + ':t', rm=True)[0]
     digest = None
     for event in engine.api.push(repository, tag='t', stream=True, decode=True,
                                  auth_config={'username': USER, 'password': password}):
