@@ -9,8 +9,8 @@ Computes, for each fleet size, the time to bring an image of --image-gb to every
               image role's sglang_image_pull_concurrency); the registry's egress
               (--registry-gbs) is shared by the pulls in flight, each node ingests at most
               --node-gbs;
-* fan-out   - the waves of the collection's own planner, ``model_stage_plan`` (the one
-              model staging uses): the first wave pulls from the registry
+* fan-out   - the waves of the collection's own planner, ``image_fanout_plan`` (the
+              planner model staging uses too, plugins/plugin_utils/fanout.py): the first wave pulls from the registry
               (--source-concurrency nodes), every later wave copies from nodes that already
               hold the image (each holder serves --peer-concurrency nodes, its egress
               --node-gbs shared by them).
@@ -30,8 +30,8 @@ import os
 import sys
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
-sys.path.insert(0, os.path.join(REPO, 'plugins', 'filter'))
-from model_stage import model_stage_plan  # noqa: E402  pylint: disable=wrong-import-position
+sys.path.insert(0, os.path.join(REPO, '.cache', 'collections'))
+from ansible_collections.mindverse.sglang_pd.plugins.filter.image_fanout import image_fanout_plan  # noqa: E402  pylint: disable=wrong-import-position
 
 
 def registry_only(nodes, image_gb, registry_gbs, node_gbs, pull_concurrency):
@@ -45,10 +45,10 @@ def registry_only(nodes, image_gb, registry_gbs, node_gbs, pull_concurrency):
 def fan_out(nodes, image_gb, registry_gbs, node_gbs, source_concurrency, peer_concurrency):
     """(seconds, GB from the registry, waves) when nodes copy from the nodes that hold the image."""
     hosts = ['node-%d' % index for index in range(nodes)]
-    waves = model_stage_plan(hosts, [], source_concurrency=source_concurrency, peer_concurrency=peer_concurrency)
+    waves = image_fanout_plan(hosts, [], source_concurrency=source_concurrency, peer_concurrency=peer_concurrency)
     seconds = 0.0
     for wave in waves:
-        from_registry = [item for item in wave if item['source'] == 'url']
+        from_registry = [item for item in wave if item['source'] == 'registry']
         if from_registry:
             rate = min(node_gbs, registry_gbs / len(from_registry))
         else:

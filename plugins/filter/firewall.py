@@ -71,6 +71,20 @@ def model_seed_ports(host, groups, one, model_defaults=None):
     return [int(one.get("sglang_model_seed_port", (model_defaults or {}).get("sglang_model_seed_port", 8730)))]
 
 
+def image_peer_ports(host, groups, one, image_defaults=None):
+    """The peer registry's port on a PD HOST that serves the image to its peers (role sglang_image), else none.
+
+    With sglang_image_peer_fanout its peers pull the image from it (tasks/serve_peers.yml);
+    IMAGE_DEFAULTS are the role's defaults (its switch and port, when the host does not set them).
+    """
+    defaults = image_defaults or {}
+    if host not in (groups.get("sglang_pd") or []):
+        return []
+    if not boolean(one.get("sglang_image_peer_fanout", defaults.get("sglang_image_peer_fanout", False)) or False, strict=False):
+        return []
+    return [int(one.get("sglang_image_peer_port", defaults.get("sglang_image_peer_port", 5001)))]
+
+
 def _worker_peers(host, members, hostvars):
     """The hosts of MEMBERS (one mode's group, in order) whose workers decide HOST's: HOST alone,
     or with sglang_pd_worker_group every host sharing it (node ranks count within it). Only these
@@ -95,15 +109,17 @@ def router_lb_ports(host, groups, one, lb_defaults=None):
     return {int(one.get("sglang_router_lb_port") or router_port(one, one))}, ({int(metrics)} if metrics not in (None, "") else set())
 
 
-def pd_firewall(host, groups, hostvars, router_defaults=None, model_defaults=None, lb_defaults=None):
+def pd_firewall(host, groups, hostvars, router_defaults=None, model_defaults=None, lb_defaults=None, image_defaults=None):
     """The firewall of HOST: ``{cluster: {v4, v6, ports}, clients: {v4, v6, ports}}``.
 
     ROUTER_DEFAULTS are the sglang_router role's defaults (its metrics port, when the host does
     not set sglang_router_prometheus_port); MODEL_DEFAULTS the sglang_model role's (its seed port);
-    LB_DEFAULTS the sglang_router_lb role's (its metrics port).
+    LB_DEFAULTS the sglang_router_lb role's (its metrics port); IMAGE_DEFAULTS the sglang_image role's
+    (its peer registry's switch and port).
 
     ``cluster.ports``: the HTTP, bootstrap and dist-init ports of the workers on HOST, the
-    metrics ports of its router and balancer and the model seed's port; ``clients.ports``: its
+    metrics ports of its router and balancer, the model seed's port and the image peer registry's;
+    ``clients.ports``: its
     router and balancer ports. Raises when a network is invalid or missing, or when a port to
     guard is the host's SSH port.
     """
@@ -126,6 +142,7 @@ def pd_firewall(host, groups, hostvars, router_defaults=None, model_defaults=Non
         if metrics not in (None, ""):
             cluster_ports.add(int(metrics))
     cluster_ports.update(model_seed_ports(host, groups, one, model_defaults))
+    cluster_ports.update(image_peer_ports(host, groups, one, image_defaults))
     lb_clients, lb_cluster = router_lb_ports(host, groups, one, lb_defaults)
     client_ports |= lb_clients
     cluster_ports |= lb_cluster

@@ -8,40 +8,31 @@ rsync daemon, so the source (an HTTP(S) base URL, often a storage account that t
 is read only when no node holds the model yet, and then by at most ``source_concurrency``
 nodes. Each node that finishes a wave serves in the next one, at most ``peer_concurrency``
 nodes at a time, so the waves grow geometrically and the load on every source stays bounded
-however many nodes there are (docs/model_weights.md shows the waves of 64 nodes).
+however many nodes there are (docs/model_weights.md shows the waves of 64 nodes). The
+planner is the one the image fan-out uses too (plugins/plugin_utils/fanout.py).
 """
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.mindverse.sglang_pd.plugins.plugin_utils.fanout import FanoutError, concurrency, fanout_waves, host_list
+
 
 def _host_list(value, name):
     """VALUE as a list of host names without duplicates, in order (None is no host)."""
-    if value is None:
-        return []
-    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
-        raise AnsibleFilterError(f"model_stage_plan: {name} must be a list of host names, got {value!r} [SGLPD-MDL-010]")
-    return list(dict.fromkeys(str(host) for host in value))
+    try:
+        return host_list(value, name)
+    except FanoutError as exc:
+        raise AnsibleFilterError(f"model_stage_plan: {exc} [SGLPD-MDL-010]") from None
 
 
 def _concurrency(value, name):
     """VALUE as a whole number of at least 1 (a number given with -e arrives as a string)."""
-    number = None
-    if not isinstance(value, (bool, float)):
-        try:
-            number = int(str(value).strip())
-        except ValueError:
-            pass
-    if number is None or number < 1:
+    number = concurrency(value)
+    if number is None:
         raise AnsibleFilterError(f"model_stage_plan: {name} = {value!r}: write a whole number of at least 1 "
                                  f"(sglang_model_{name}: the downloads one source serves at a time) [SGLPD-MDL-010]")
     return number
-
-
-def _peer_wave(waiting, holders, peer_concurrency):
-    """The next wave: at most PEER_CONCURRENCY waiting hosts per holder, round-robin over HOLDERS."""
-    taken = waiting[:len(holders) * peer_concurrency]
-    return [{"host": host, "source": "peer", "peer": holders[index % len(holders)]} for index, host in enumerate(taken)]
 
 
 def model_stage_plan(hosts, holders, source_concurrency=2, peer_concurrency=2, has_source=True):
@@ -59,23 +50,11 @@ def model_stage_plan(hosts, holders, source_concurrency=2, peer_concurrency=2, h
     peer_concurrency = _concurrency(peer_concurrency, "peer_concurrency")
     holders = _host_list(holders, "holders")
     waiting = [host for host in _host_list(hosts, "hosts") if host not in holders]
-    if not waiting:
-        return []
-    waves = []
-    if not holders:
-        if not has_source:
-            raise AnsibleFilterError(
-                f"{', '.join(waiting)}: the model is missing or wrong, but no node holds a verified copy and no "
-                "source URL is set; set sglang_model_source_url, or copy the model to one node (or mount it) first [SGLPD-MDL-011]")
-        waves.append([{"host": host, "source": "url"} for host in waiting[:source_concurrency]])
-        holders = list(waiting[:source_concurrency])
-        waiting = waiting[source_concurrency:]
-    while waiting:
-        wave = _peer_wave(waiting, holders, peer_concurrency)
-        waves.append(wave)
-        holders += [item["host"] for item in wave]
-        waiting = waiting[len(wave):]
-    return waves
+    if waiting and not holders and not has_source:
+        raise AnsibleFilterError(
+            f"{', '.join(waiting)}: the model is missing or wrong, but no node holds a verified copy and no "
+            "source URL is set; set sglang_model_source_url, or copy the model to one node (or mount it) first [SGLPD-MDL-011]")
+    return fanout_waves(waiting, holders, source_concurrency, peer_concurrency, "url")
 
 
 class FilterModule:

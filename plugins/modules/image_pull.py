@@ -54,6 +54,19 @@ options:
     description:
       - Registry password or token. Never logged, never returned, never written to a file.
     type: str
+  mirrors:
+    description:
+      - Registries of peers that hold the image (C(HOST:PORT), each a read-only pull-through registry of O(name)'s
+        registry, the C(serve_peers) entry point of the sglang_image role), tried in order before O(name)'s own
+        registry, without credentials. O(name) must then carry a digest.
+      - From a mirror the image is pulled as C(MIRROR/PATH@DIGEST) (the same bytes, since the daemon checks every
+        layer and the manifest against their digests), then O(name) is pulled with the credentials, which fetches
+        only its manifest since the daemon holds the image; the mirror's reference is removed. A mirror that
+        fails or serves wrong bytes sends the pull to the next one, and after the last to O(name)'s registry;
+        RV(mirror_errors) says why each one failed.
+    type: list
+    elements: str
+    default: []
   timeout:
     description:
       - Seconds the daemon may stay silent during the pull before it is given up. A pull reports
@@ -91,6 +104,13 @@ EXAMPLES = r"""
 - name: Pull the unified image by digest
   mindverse.sglang_pd.image_pull:
     name: registry.example.com/sglang/unified@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
+    username: "{{ registry_username }}"
+    password: "{{ registry_password }}"
+
+- name: Pull it from two peers that hold it, else from the registry
+  mindverse.sglang_pd.image_pull:
+    name: "{{ image_ref }}"
+    mirrors: [10.0.0.11:5001, 10.0.0.12:5001]
     username: "{{ registry_username }}"
     password: "{{ registry_password }}"
 
@@ -153,6 +173,17 @@ low_space:
   description: Whether RV(free_bytes) is below O(warn_below_bytes) (then the module warned).
   returned: always
   type: bool
+source:
+  description: Where the image came from, a mirror of O(mirrors) or C(registry); empty when nothing was pulled.
+  returned: always
+  type: str
+  sample: 10.0.0.11:5001
+mirror_errors:
+  description: The mirrors tried before the one that served (or before the registry), each with the pull's error.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{mirror: 10.0.0.11:5001, error: "filesystem layer verification failed for digest sha256:..."}]
 seconds:
   description: Seconds the pull took (0 when nothing was pulled).
   returned: always
@@ -245,6 +276,44 @@ def pull(api, name, auth_config=None):
     return {key: len(value) for key, value in layers.items()}
 
 
+def mirror_reference(name, mirror):
+    """NAME (REGISTRY/PATH@DIGEST) as the pull-through registry MIRROR serves it: MIRROR/PATH@DIGEST."""
+    repository, sep, digest = name.partition('@')
+    first, slash, path = repository.partition('/')
+    if not slash or not ('.' in first or ':' in first or first == 'localhost'):
+        path = repository
+    return '%s/%s%s%s' % (mirror, path, sep, digest)
+
+
+def forget(api, reference):
+    """Remove REFERENCE from the daemon (the image stays while another reference names it)."""
+    try:
+        api.remove_image(reference, noprune=True)
+    except (NotFound, DockerException):
+        pass
+
+
+def pull_through_mirrors(api, name, mirrors, auth_config):
+    """Pull NAME from the first of MIRRORS that serves it; (layers, mirror, errors), mirror None when none did."""
+    errors = []
+    for mirror in mirrors:
+        mirrored = mirror_reference(name, mirror)
+        try:
+            layers = pull(api, mirrored)
+        except (PullError, DockerException) as exc:
+            errors.append({'mirror': mirror, 'error': str(exc)})
+            forget(api, mirrored)
+            continue
+        # The daemon holds the image now: this pull reads only O(name)'s manifest and records the
+        # pinned reference; the mirror's reference goes.
+        try:
+            pull(api, name, auth_config)
+        finally:
+            forget(api, mirrored)
+        return layers, mirror, errors
+    return None, None, errors
+
+
 def where_space_ran_out(message, data_root, free_bytes):
     """MESSAGE, and when the pull ran out of space, where and how much was free before it."""
     if NO_SPACE not in message.lower():
@@ -286,7 +355,8 @@ def run(module, api):
     data_root, free_bytes = room(api)
     found = local_image(api, name)
     nothing = {'layers': {'downloaded': 0, 'present': 0}, 'seconds': 0.0, 'data_root': data_root, 'free_bytes': free_bytes,
-               'others': other_images(api, name, found), 'low_space': warn_when_low(module, data_root, free_bytes)}
+               'others': other_images(api, name, found), 'low_space': warn_when_low(module, data_root, free_bytes),
+               'source': '', 'mirror_errors': []}
     if found is not None:
         return dict(nothing, changed=False, image=image_summary(found))
     if module.check_mode:
@@ -296,7 +366,9 @@ def run(module, api):
         auth_config = {'username': module.params['username'], 'password': module.params['password']}
     started = time.monotonic()
     try:
-        layers = pull(api, name, auth_config)
+        layers, source, errors = pull_through_mirrors(api, name, module.params['mirrors'], auth_config)
+        if source is None:
+            layers, source = pull(api, name, auth_config), 'registry'
     except PullError as exc:
         raise PullError(where_space_ran_out(str(exc), data_root, free_bytes)) from None
     seconds = round(time.monotonic() - started, 3)
@@ -305,7 +377,8 @@ def run(module, api):
         raise PullError('the pull ended without error, but the daemon does not hold %s' % name)
     if '@' in name and name not in (found.get('RepoDigests') or []):
         raise PullError('the pulled image lists the repository digests %s, not %s' % (found.get('RepoDigests'), name))
-    return dict(nothing, changed=True, image=image_summary(found), layers=layers, seconds=seconds)
+    return dict(nothing, changed=True, image=image_summary(found), layers=layers, seconds=seconds, source=source,
+                mirror_errors=errors)
 
 
 def main():
@@ -319,10 +392,14 @@ def main():
             'warn_below_bytes': {'type': 'int', 'default': 0},
             'warn_place': {'type': 'str', 'default': "Docker's data-root"},
             'warn_setting': {'type': 'str', 'default': 'warn_below_bytes'},
+            'mirrors': {'type': 'list', 'elements': 'str', 'default': []},
         },
         required_together=[('username', 'password')],
         supports_check_mode=True,
     )
+    if module.params['mirrors'] and '@' not in module.params['name']:
+        module.fail_json(msg='image_pull: %s has no digest; pulling from mirrors (peers) needs REPOSITORY@sha256:DIGEST, '
+                             'so that the bytes are the registry\'s own [SGLPD-IMG-041]' % module.params['name'])
     if not HAS_DOCKER:
         module.fail_json(msg=missing_required_lib('docker') + ' [SGLPD-HST-010]', exception=DOCKER_IMPORT_ERROR)
     password = module.params['password']

@@ -114,3 +114,20 @@ def test_a_balancer_host_admits_clients_to_its_frontend_and_the_cluster_to_its_m
     assert (rules["clients"]["ports"], rules["cluster"]["ports"]) == ([31000], [8406])
     # A host outside the group admits neither.
     assert 31000 not in firewall.pd_firewall("d0", groups, hostvars, ROUTER_DEFAULTS, None, LB_DEFAULTS)["clients"]["ports"]
+
+
+with open(os.path.join(REPO, "roles", "sglang_image", "defaults", "main.yml"), encoding="utf-8") as _handle:
+    IMAGE_DEFAULTS = yaml.safe_load(_handle)
+
+
+def test_the_image_peer_registry_port_is_admitted_from_the_cluster_only_with_the_fan_out():
+    groups, hostvars = fleet(d0={"sglang_image_peer_fanout": True, "sglang_image_peer_port": 5002})
+    groups["sglang_pd"] = ["p0", "d0"]
+    p0 = firewall.pd_firewall("p0", groups, hostvars, ROUTER_DEFAULTS, None, None, IMAGE_DEFAULTS)
+    assert IMAGE_DEFAULTS["sglang_image_peer_fanout"] is False
+    assert IMAGE_DEFAULTS["sglang_image_peer_port"] not in p0["cluster"]["ports"] + p0["clients"]["ports"]
+    d0 = firewall.pd_firewall("d0", groups, hostvars, ROUTER_DEFAULTS, None, None, IMAGE_DEFAULTS)
+    assert 5002 in d0["cluster"]["ports"] and 5002 not in d0["clients"]["ports"]
+    hostvars["p0"]["sglang_image_peer_fanout"] = "true"
+    p0 = firewall.pd_firewall("p0", groups, hostvars, ROUTER_DEFAULTS, None, None, IMAGE_DEFAULTS)
+    assert IMAGE_DEFAULTS["sglang_image_peer_port"] in p0["cluster"]["ports"]
