@@ -146,8 +146,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         # Bootstrap first: once the HTTP port accepts connections, the whole server is up.
         if state.mode == "prefill":
-            bootstrap, transfer = _start_prefill_kv(state, options.kv_fault, options.slow_transfer_secs,
-                                                   options.kv_fault_max_pages)
+            bootstrap, transfer = _start_prefill_kv(
+                state, options.kv_fault, options.slow_transfer_secs, options.kv_fault_max_pages)
         httpd = StandinHTTPServer(state)
     except OSError as exc:
         log(f"error: cannot listen on {args.host} (port {args.port}, bootstrap port {args.disaggregation_bootstrap_port}): {exc}")
