@@ -241,9 +241,17 @@ def test_scale_out_refuses_a_new_prefill_whose_long_transfer_fails(fleet, tmp_pa
     assert not (Path(tmp_path) / 'etc').exists()  # the routers' start-up workers not written either
 
 
+class Down:
+    """A worker of the inventory that does not run (its host is down): the router does not list it."""
+
+    def __init__(self):
+        self.port, self.bootstrap_port = free_port(), free_port()
+
+
 def test_scale_out_probes_a_new_decode_short_and_long_then_registers_it(fleet, tmp_path):
     good = fleet['new']('decode')
-    hosts = inventory(fleet, tmp_path, {'p0': fleet['prefill']}, {'d0': fleet['decode'], 'd2': good})
+    # px is down and not in the router: no counterpart of the new decode, so no pair with it is probed.
+    hosts = inventory(fleet, tmp_path, {'p0': fleet['prefill'], 'px': Down()}, {'d0': fleet['decode'], 'd2': good})
     rc, out = run(tmp_path, 'scale-out-good', scale_out_plays('d2'), hosts)
     assert rc == 0, out
     assert '1 prefill -> decode pairs served a request (1 of them the long one)' in out
