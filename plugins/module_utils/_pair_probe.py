@@ -36,6 +36,19 @@ from ansible_collections.mindverse.sglang_pd.plugins.module_utils._http import (
 )
 
 ROOM_MAX = 2 ** 63 - 1
+# The long probe: a prompt of LONG_PROMPT_WORDS words (each one token or more to a model's
+# tokenizer, so at least 8192 prompt tokens: with SGLang 0.5.14's default --page-size of 1,
+# as many KV pages) and a longer answer, so the KV transfer of a long request is proven.
+LONG_PROMPT_WORDS = 8192
+LONG_MAX_TOKENS = 256
+SHORT_MAX_TOKENS = 8
+_LONG_WORDS = ('alpha', 'bravo', 'charlie', 'delta', 'echo', 'foxtrot', 'golf', 'hotel')
+
+
+def long_messages(words=LONG_PROMPT_WORDS):
+    """The long probe's chat messages: the same text every time (deterministic), WORDS words."""
+    text = ' '.join(_LONG_WORDS[index % len(_LONG_WORDS)] for index in range(words))
+    return [{'role': 'user', 'content': 'Repeat the last word of this list: ' + text}]
 
 
 class PairProbeError(Exception):
@@ -76,16 +89,17 @@ class PairProbe:
     """Send one chat completion to a prefill and a decode server at once, with the same bootstrap fields."""
 
     def __init__(self, prefill_url, decode_url, bootstrap_port, bootstrap_host=None, room=None, model=None,
-                 messages=None, max_tokens=8, timeout=60.0, max_latency_ms=None, api_key=None,
-                 validate_certs=True, clock=time.monotonic, client_factory=None):
+                 messages=None, max_tokens=None, timeout=60.0, max_latency_ms=None, api_key=None,
+                 validate_certs=True, clock=time.monotonic, client_factory=None, long=False):
         self.prefill_url = split_base_url(prefill_url)
         self.decode_url = split_base_url(decode_url)
         self.bootstrap_host = bootstrap_host or bootstrap_host_of(prefill_url)
         self.bootstrap_port = bootstrap_port
         self.room = random.SystemRandom().randint(0, ROOM_MAX) if room is None else room
         self.model = model
-        self.messages = messages or DEFAULT_MESSAGES
-        self.max_tokens = max_tokens
+        self.long = bool(long)
+        self.messages = messages or (long_messages() if self.long else DEFAULT_MESSAGES)
+        self.max_tokens = max_tokens or (LONG_MAX_TOKENS if self.long else SHORT_MAX_TOKENS)
         self.timeout = float(timeout)
         self.max_latency_ms = max_latency_ms
         self.clock = clock
@@ -95,13 +109,14 @@ class PairProbe:
         self.pair = pair_name(self.prefill_url, self.bootstrap_host, self.bootstrap_port, self.decode_url)
 
     def _result(self, **values):
-        result = dict(pair=self.pair, room=self.room, prefill_url=self.prefill_url, decode_url=self.decode_url,
+        result = dict(pair=self.pair, room=self.room, long=self.long, prefill_url=self.prefill_url, decode_url=self.decode_url,
                       bootstrap_host=self.bootstrap_host, bootstrap_port=self.bootstrap_port, model=self.model)
         result.update(values)
         return result
 
     def _fail(self, what, fix, **values):
-        return PairProbeError('PD pair %s, bootstrap_room %s: %s. %s' % (self.pair, self.room, what, fix),
+        kind = 'long probe (%d-word prompt, max_tokens %s) of ' % (LONG_PROMPT_WORDS, self.max_tokens) if self.long else ''
+        return PairProbeError('%sPD pair %s, bootstrap_room %s: %s. %s' % (kind, self.pair, self.room, what, fix),
                               **self._result(**values))
 
     def resolve_model(self):
@@ -194,7 +209,7 @@ class PairProbe:
 
 # What each pair may set for itself; the other options are common to every pair.
 PAIR_KEYS = ('prefill_url', 'decode_url', 'bootstrap_port', 'bootstrap_host', 'room', 'api_key')
-COMMON_KEYS = ('model', 'messages', 'max_tokens', 'timeout', 'max_latency_ms', 'api_key', 'validate_certs')
+COMMON_KEYS = ('model', 'messages', 'max_tokens', 'timeout', 'max_latency_ms', 'api_key', 'validate_certs', 'long')
 
 
 def pair_option_problem(pair):

@@ -103,9 +103,16 @@ options:
     elements: dict
   max_tokens:
     description:
-      - Maximum number of tokens to generate.
+      - Maximum number of tokens to generate. V(8) when omitted, V(256) with O(long).
     type: int
-    default: 8
+  long:
+    description:
+      - Send the long request instead of the short one, to prove the KV transfer of a long prompt
+        before traffic; without O(messages), a prompt of 8192 words (the same text every time; at least
+        8192 tokens, as many KV pages with SGLang's default C(--page-size) of 1) and O(max_tokens) 256.
+      - A failure names the pair and says it was the long probe.
+    type: bool
+    default: false
   timeout:
     description:
       - Seconds each server has to answer (the two requests run at the same time).
@@ -154,6 +161,13 @@ EXAMPLES = r"""
     api_key: "{{ sglang_worker_api_key }}"
   register: pairs
 
+- name: Prove the long KV transfer of a new decode with every prefill (8192-word prompt, 256 tokens)
+  mindverse.sglang_pd.sglang_pd_pair_probe:
+    pairs:
+      - {prefill_url: "http://10.0.0.11:30100", bootstrap_port: 8998, decode_url: "http://10.0.0.23:30200"}
+    long: true
+    api_key: "{{ sglang_worker_api_key }}"
+
 - name: Show each pair's latency
   ansible.builtin.debug:
     msg: "{{ pairs.results | map(attribute='pair') | zip(pairs.results | map(attribute='latency_ms')) | list }}"
@@ -170,6 +184,11 @@ results:
   elements: dict
   sample: [{"pair": "prefill http://10.0.0.11:30100 (bootstrap 10.0.0.11:8998) -> decode http://10.0.0.21:30200",
             "room": 5093348221794519000, "latency_ms": 412.7, "failed": false}]
+long:
+  description: Whether the probe was the long one (O(long)).
+  returned: without O(pairs)
+  type: bool
+  sample: false
 pair:
   description: The pair, as every message names it.
   returned: without O(pairs)
@@ -263,7 +282,8 @@ def main():
             room=dict(type='int'),
             model=dict(type='str'),
             messages=dict(type='list', elements='dict'),
-            max_tokens=dict(type='int', default=8, no_log=False),
+            max_tokens=dict(type='int', no_log=False),
+            long=dict(type='bool', default=False),
             timeout=dict(type='float', default=60),
             max_latency_ms=dict(type='float'),
         ),

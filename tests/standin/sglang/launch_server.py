@@ -24,7 +24,7 @@ from sglang import __version__
 from sglang._standin.args import model_path_error, parse_args
 from sglang._standin.httpd import StandinHTTPServer
 from sglang._standin.bootstrap import BootstrapServer, register_ranks, registration, start_bootstrap
-from sglang._standin.kv_transfer import ENV_FAULT, TransferServer, start_transfer, stop_transfer
+from sglang._standin.kv_transfer import ENV_FAULT, MAX_PAGES_DEFAULT, TransferServer, start_transfer, stop_transfer
 from sglang._standin.receiver import DecodeSettings
 from sglang._standin.state import ServerState, log
 from sglang._standin.transport import chosen, print_engine_lines
@@ -72,7 +72,8 @@ def _wait(seconds: float, done: Callable[[], bool], advance: threading.Event) ->
     advance.clear()
 
 
-def _start_prefill_kv(state: ServerState, fault: str, slow_secs: float) -> tuple[BootstrapServer | None, TransferServer]:
+def _start_prefill_kv(state: ServerState, fault: str, slow_secs: float,
+                      max_pages: int = MAX_PAGES_DEFAULT) -> tuple[BootstrapServer | None, TransferServer]:
     """Prefill: its KV sender, its bootstrap server (CommonKVBootstrapServer), and the registration of its ranks.
 
     SGLang registers each rank with rank_ip, the node's address; the stand-in registers the
@@ -80,8 +81,9 @@ def _start_prefill_kv(state: ServerState, fault: str, slow_secs: float) -> tuple
     bootstrap server out, as when SGLang's failed to start (it logs and serves on).
     """
     args = state.args
+    # The KV goes in pages of --page-size tokens (SGLang 0.5.14's default 1), the size the ranks register.
     transfer = start_transfer(args.host, state.rooms, fault, slow_secs, lambda line: log(f"error: {line}"),
-                              state.count_kv_transfer)
+                              state.count_kv_transfer, int(args.page_size or 1), max_pages)
     if fault == "bootstrap_unreachable":
         log(f"fault {ENV_FAULT}=bootstrap_unreachable: no bootstrap server on port {args.disaggregation_bootstrap_port}")
         return None, transfer
@@ -144,7 +146,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         # Bootstrap first: once the HTTP port accepts connections, the whole server is up.
         if state.mode == "prefill":
-            bootstrap, transfer = _start_prefill_kv(state, options.kv_fault, options.slow_transfer_secs)
+            bootstrap, transfer = _start_prefill_kv(
+                state, options.kv_fault, options.slow_transfer_secs, options.kv_fault_max_pages)
         httpd = StandinHTTPServer(state)
     except OSError as exc:
         log(f"error: cannot listen on {args.host} (port {args.port}, bootstrap port {args.disaggregation_bootstrap_port}): {exc}")

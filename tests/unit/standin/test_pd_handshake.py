@@ -190,6 +190,28 @@ def test_the_transfer_fails_fault(prefill: Callable[..., Prefill]) -> None:
     assert server.logged[-1].startswith("Failed to send kv chunk of 3 to 127.0.0.1:")
 
 
+def test_the_kv_goes_in_pages_of_the_page_size() -> None:
+    assert [kv_transfer.kv_pages(tokens, 1) for tokens in (0, 1, 7)] == [1, 1, 7]
+    assert [kv_transfer.kv_pages(tokens, 4) for tokens in (3, 4, 5, 8192)] == [1, 1, 2, 2048]
+
+
+def test_the_long_transfer_fault_fails_only_past_its_pages() -> None:
+    rooms = pd.RoomRegistry()
+    logged: list[str] = []
+    server = kv_transfer.TransferServer("127.0.0.1", 0, rooms, "long_transfer_fails", 0.0, logged.append, page_size=2, max_pages=4)
+    try:
+        rooms.add(5, 8)  # 4 pages of 2 tokens: within the limit
+        assert server.send_kv(5, 1.0, "d:1") == kv_transfer.TransferResult(kv_transfer.SUCCESS, kv_tokens=8)
+        assert server.pages_sent == 4
+        rooms.add(6, 9)  # 5 pages: the fifth fails
+        result = server.send_kv(6, 1.0, "d:1")
+        assert result.status == kv_transfer.FAILED and result.kv_tokens == 8
+        assert result.reason == "the KV transfer failed at page 5 of 5 (long_transfer_fails fault)"
+        assert logged[-1].startswith("Failed to send kv chunk of 6 to d:1: page 5 of 5 (page size 2;")
+    finally:
+        server.server_close()
+
+
 def test_a_slow_transfer_arrives_late(prefill: Callable[..., Prefill]) -> None:
     server = prefill(fault="slow_transfer", slow_secs=0.5)
     server.rooms.add(4, 7)
@@ -322,11 +344,26 @@ def test_a_slow_transfer_within_decodes_wait_is_served_late(start: Callable[...,
     assert "KV of room 15 to 127.0.0.1:" in prefill.log() and "slow transfer, 1 s" in prefill.log()
 
 
+def test_a_long_prompt_fails_under_the_long_transfer_fault_and_a_short_one_passes(
+        start: Callable[..., Standin], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SGLANG_STANDIN_KV_FAULT", "long_transfer_fails")
+    monkeypatch.setenv("SGLANG_STANDIN_KV_FAULT_MAX_PAGES", "16")
+    prefill, decode = start("prefill", ("--page-size", "2")), start("decode")
+    _prefill_answer, (status, reply) = dispatch(prefill, decode, pd_body(prefill, 16))
+    assert status == 200, reply  # a few words: one page
+    long_body = dict(pd_body(prefill, 17), messages=[{"role": "user", "content": " ".join(["kv"] * 40)}])
+    (prefill_status, _reply), (status, error) = dispatch(prefill, decode, long_body)
+    assert prefill_status == 200 and status == 500
+    assert "KVTransferError(bootstrap_room=17): Failed to get kvcache from prefill instance" in error["message"]
+    assert "Failed to send kv chunk of 17 to 127.0.0.1:" in prefill.log() and "page 17 of 20 (page size 2;" in prefill.log()
+
+
 def test_an_unknown_fault_is_refused(standin_model_dir: Any) -> None:
     proc = subprocess.run(command("prefill", free_port(), free_port(), model_path=standin_model_dir), capture_output=True,
                           text=True, timeout=30, env={**standin_env(), "SGLANG_STANDIN_KV_FAULT": "disk_full"}, check=False)
     assert proc.returncode == 2
-    assert "SGLANG_STANDIN_KV_FAULT must be one of transfer_fails, slow_transfer, bootstrap_unreachable, got 'disk_full'" in proc.stderr
+    assert ("SGLANG_STANDIN_KV_FAULT must be one of transfer_fails, slow_transfer, bootstrap_unreachable, "
+            "long_transfer_fails, got 'disk_full'") in proc.stderr
 
 
 def test_a_stalled_decode_scheduler_holds_a_pd_request_until_it_resumes(start: Callable[..., Standin]) -> None:

@@ -47,6 +47,7 @@ class StandinOptions:
     bootstrap_retry_secs: float = receiver.ENSURE_RETRY_SECS
     # Prefill: the KV fault it plays (kv_transfer.FAULTS), or "" for none.
     kv_fault: str = ""
+    kv_fault_max_pages: int = kv_transfer.MAX_PAGES_DEFAULT
     slow_transfer_secs: float = kv_transfer.SLOW_TRANSFER_DEFAULT
 
 
@@ -111,6 +112,16 @@ def _env_seconds(parser: argparse.ArgumentParser, environ: Mapping[str, str], na
     return value
 
 
+def _env_pages(parser: argparse.ArgumentParser, environ: Mapping[str, str]) -> int:
+    """The pages a transfer may have under the long_transfer_fails fault (SGLANG_STANDIN_KV_FAULT_MAX_PAGES), or exit 2."""
+    raw = environ.get(kv_transfer.ENV_MAX_PAGES, "").strip()
+    if not raw:
+        return kv_transfer.MAX_PAGES_DEFAULT
+    if not raw.isdigit():
+        parser.error(f"{kv_transfer.ENV_MAX_PAGES} must be a number of pages >= 0, got {raw!r}")
+    return int(raw)
+
+
 def _kv_fault(parser: argparse.ArgumentParser, environ: Mapping[str, str]) -> str:
     """The KV fault SGLANG_STANDIN_KV_FAULT names ("" for none), or exit 2."""
     fault = environ.get(kv_transfer.ENV_FAULT, "").strip()
@@ -148,5 +159,6 @@ def parse_args(
         bootstrap_retry_secs=_env_seconds(parser, env, receiver.ENV_ENSURE_RETRY, receiver.ENSURE_RETRY_SECS),
         kv_fault=_kv_fault(parser, env),
         slow_transfer_secs=_env_seconds(parser, env, kv_transfer.ENV_SLOW_TRANSFER, kv_transfer.SLOW_TRANSFER_DEFAULT),
+        kv_fault_max_pages=_env_pages(parser, env),
     )
     return args, options

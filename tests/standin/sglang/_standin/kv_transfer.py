@@ -19,6 +19,15 @@ Faults (``SGLANG_STANDIN_KV_FAULT`` on the prefill, read at start):
   request is that much slower, and fails once it passes decode's
   SGLANG_DISAGGREGATION_WAITING_TIMEOUT.
 - ``bootstrap_unreachable``: the prefill's bootstrap server does not run (launch_server.py).
+- ``long_transfer_fails``: a transfer longer than ``SGLANG_STANDIN_KV_FAULT_MAX_PAGES`` KV pages
+  (default 1024) fails at the first page past it, as a Mooncake write that breaks mid-transfer
+  does (SGLang logs ``Failed to send kv chunk of <room> to <decode>``); a shorter one arrives.
+  A short request passes, a long one (several thousand prompt tokens) fails.
+
+The KV goes page by page, as SGLang's sender sends a room's KV indices in page-sized chunks
+(``MooncakeKVManager.send_kvcache`` groups ``prefill_kv_indices`` by page; ``page_size`` is the
+prefill's ``--page-size``, SGLang 0.5.14's default 1 token, registered with the bootstrap
+server): a room of T prompt tokens is ``ceil(T / page_size)`` pages.
 """
 
 from __future__ import annotations
@@ -33,7 +42,9 @@ from dataclasses import dataclass
 from sglang._standin.pd import RoomRegistry, host_port
 
 ENV_FAULT = "SGLANG_STANDIN_KV_FAULT"
-FAULTS = ("transfer_fails", "slow_transfer", "bootstrap_unreachable")
+FAULTS = ("transfer_fails", "slow_transfer", "bootstrap_unreachable", "long_transfer_fails")
+ENV_MAX_PAGES = "SGLANG_STANDIN_KV_FAULT_MAX_PAGES"
+MAX_PAGES_DEFAULT = 1024
 ENV_SLOW_TRANSFER = "SGLANG_STANDIN_SLOW_TRANSFER_SECS"
 SLOW_TRANSFER_DEFAULT = 30.0
 # KVPoll (sglang/srt/disaggregation/base/conn.py).
@@ -50,6 +61,11 @@ class TransferResult:
     prefill_rank: int = 0
     kv_tokens: int = 0
     reason: str = ""
+
+
+def kv_pages(tokens: int, page_size: int) -> int:
+    """The KV pages of a room of tokens prompt tokens: ceil(tokens / page_size), one page at least."""
+    return max(1, -(-int(tokens) // max(1, int(page_size))))
 
 
 def _read_line(sock: socket.socket, limit: int = 512) -> str:
@@ -90,11 +106,15 @@ class TransferServer(socketserver.ThreadingTCPServer):
     allow_reuse_address = True
 
     def __init__(self, host: str, port: int, rooms: RoomRegistry, fault: str = "", slow_secs: float = SLOW_TRANSFER_DEFAULT,
-                 log: Callable[[str], None] = lambda _line: None, on_sent: Callable[[], None] = lambda: None) -> None:
+                 log: Callable[[str], None] = lambda _line: None, on_sent: Callable[[], None] = lambda: None,
+                 page_size: int = 1, max_pages: int = MAX_PAGES_DEFAULT) -> None:
         self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.rooms = rooms
         self.fault = fault
         self.slow_secs = slow_secs
+        self.page_size = max(1, int(page_size))
+        self.max_pages = int(max_pages)
+        self.pages_sent = 0
         self.log = log
         self.on_sent = on_sent
         self.stopping = threading.Event()
@@ -112,14 +132,24 @@ class TransferServer(socketserver.ThreadingTCPServer):
             self.log(f"KV of room {room} to {decode}: slow transfer, {self.slow_secs:g} s (fault {ENV_FAULT}=slow_transfer)")
             if self.stopping.wait(self.slow_secs):
                 return TransferResult(FAILED, reason="the prefill stopped during the transfer")
+        tokens = self.rooms.tokens(room)
+        pages = kv_pages(tokens, self.page_size)
+        for page in range(pages):
+            if self.fault == "long_transfer_fails" and page >= self.max_pages:
+                self.log(f"Failed to send kv chunk of {room} to {decode}: page {page + 1} of {pages} "
+                         f"(page size {self.page_size}; fault {ENV_FAULT}=long_transfer_fails, {ENV_MAX_PAGES}={self.max_pages})")
+                return TransferResult(FAILED, kv_tokens=min(tokens, page * self.page_size),
+                                      reason=f"the KV transfer failed at page {page + 1} of {pages} (long_transfer_fails fault)")
+            self.pages_sent += 1
         self.on_sent()
-        return TransferResult(SUCCESS, kv_tokens=self.rooms.tokens(room))
+        return TransferResult(SUCCESS, kv_tokens=tokens)
 
 
 def start_transfer(host: str, rooms: RoomRegistry, fault: str = "", slow_secs: float = SLOW_TRANSFER_DEFAULT,
-                   log: Callable[[str], None] = lambda _line: None, on_sent: Callable[[], None] = lambda: None) -> TransferServer:
+                   log: Callable[[str], None] = lambda _line: None, on_sent: Callable[[], None] = lambda: None,
+                   page_size: int = 1, max_pages: int = MAX_PAGES_DEFAULT) -> TransferServer:
     """Listen on a free port of host (SGLang's rank port is a free port too) and serve in a background thread."""
-    server = TransferServer(host, 0, rooms, fault, slow_secs, log, on_sent)
+    server = TransferServer(host, 0, rooms, fault, slow_secs, log, on_sent, page_size, max_pages)
     threading.Thread(target=server.serve_forever, name="kv-transfer", daemon=True).start()
     return server
 

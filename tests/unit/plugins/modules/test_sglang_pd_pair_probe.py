@@ -45,13 +45,13 @@ def free_port():
 
 
 class Server:
-    def __init__(self, mode, log_dir, model_dir):
+    def __init__(self, mode, log_dir, model_dir, **more_env):
         self.mode = mode
         self.port, self.bootstrap_port = free_port(), free_port()
         self.url = 'http://127.0.0.1:%d' % self.port
         self.log_path = log_dir / ('%s-%d.log' % (mode, self.port))
         env = dict(os.environ, PYTHONPATH=str(STANDIN_DIR), SGLANG_STANDIN_WARMUP_SECS='0',
-                   SGLANG_DISAGGREGATION_WAITING_TIMEOUT=DECODE_WAIT)
+                   SGLANG_DISAGGREGATION_WAITING_TIMEOUT=DECODE_WAIT, **more_env)
         with self.log_path.open('wb') as out:
             self.proc = subprocess.Popen(
                 [sys.executable, '-m', 'sglang.launch_server', '--disaggregation-mode', mode, '--host', '127.0.0.1',
@@ -93,6 +93,39 @@ def args(prefill, decode, **extra):
 
 def named(prefill, decode, port=None, host='127.0.0.1'):
     return 'prefill %s (bootstrap %s:%s) -> decode %s' % (prefill.url, host, port or prefill.bootstrap_port, decode.url)
+
+
+@pytest.fixture(name='broken_long_pair', scope='module')
+def fixture_broken_long_pair(tmp_path_factory, standin_model_dir):
+    """A prefill whose KV transfers longer than 1024 pages fail (the stand-in's long_transfer_fails fault), and a decode."""
+    log_dir = tmp_path_factory.mktemp('broken-long-pair')
+    prefill = Server('prefill', log_dir, standin_model_dir, SGLANG_STANDIN_KV_FAULT='long_transfer_fails',
+                     SGLANG_STANDIN_KV_FAULT_MAX_PAGES='1024')
+    decode = Server('decode', log_dir, standin_model_dir)
+    yield prefill, decode
+    prefill.stop()
+    decode.stop()
+
+
+def test_the_long_probe_sends_a_prompt_of_8192_words_and_asks_256_tokens(pair):
+    prefill, decode = pair
+    result = run_module(sglang_pd_pair_probe, args(prefill, decode, long=True))
+    assert not result.get('failed'), result['msg']
+    assert result['long'] is True
+    # The stand-in counts whitespace words as tokens: the instruction's 7 words and the 8192 of the list.
+    assert result['usage']['prompt_tokens'] == 8192 + 7
+    assert result['usage']['completion_tokens'] == 256
+
+
+def test_a_broken_long_transfer_passes_the_short_probe_and_fails_the_long_one(broken_long_pair):
+    prefill, decode = broken_long_pair
+    short = run_module(sglang_pd_pair_probe, args(prefill, decode))
+    assert not short.get('failed'), short['msg']
+    result = run_module(sglang_pd_pair_probe, args(prefill, decode, long=True))
+    assert result['failed'] and result['changed'] is False
+    assert result['msg'].startswith('long probe (8192-word prompt, max_tokens 256) of PD pair %s, bootstrap_room %s: '
+                                    'decode answered HTTP 500: ' % (named(prefill, decode), result['room']))
+    assert 'Failed to get kvcache from prefill instance' in result['msg'] and result['msg'].endswith('[SGLPD-PRB-002]')
 
 
 def test_a_good_pair_passes(pair):
