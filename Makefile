@@ -40,8 +40,10 @@ build:
 ee: setup build
 	bash scripts/setup/ee.sh
 
+# Four processes on two cores: most integration tests wait on a playbook, a container or a server.
+# A file's tests stay in one process (--dist loadfile): they share its module fixtures.
 unit:
-	python -m pytest tests/unit tests/integration -q -rs -p no:cacheprovider
+	python -m pytest tests/unit tests/integration -q -rs -p no:cacheprovider -n 4 --dist loadfile
 
 sanity:
 	bash scripts/sanity.sh --requirements
@@ -49,11 +51,11 @@ sanity:
 # faults and scale share one fleet: faults builds it and hands it on (--destroy never),
 # scale runs on it with sglang-router, then again with SMG (FLEET_ROUTER=smg: the converge
 # moves the router to SMG; only the phases a router acts in) and removes it; a fleet an
-# earlier run left behind goes first.
+# earlier run left behind goes first. hosts and image run side by side before them, each on nodes
+# of its own (their verifies bound latency loosely); fleet, faults and scale then run alone.
 molecule:
+	$(MAKE) --no-print-directory -j2 --output-sync=target molecule-hosts molecule-image
 	molecule test -s fleet
-	molecule test -s hosts
-	molecule test -s image
 	molecule destroy -s faults
 	molecule test -s faults --destroy never
 	molecule test -s scale --destroy never

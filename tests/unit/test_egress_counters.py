@@ -34,3 +34,12 @@ def test_packets_outside_the_fleet_are_counted_apart_from_the_mirror_and_the_nam
 def test_a_chain_without_its_counting_rule_is_an_error_not_zero():
     with pytest.raises(SystemExit, match='no counting rule'):
         egress_counters.counters(LISTING.splitlines()[0] + '\n')
+
+
+def test_a_scenario_counts_what_came_after_its_mark_and_a_kind_new_since_counts_whole():
+    mark = {'package mirror': {'packets': 10, 'bytes': 4000}, 'outside the fleet': {'packets': 2, 'bytes': 120}}
+    assert egress_counters.since(egress_counters.counters(LISTING), mark) == {
+        'package mirror': {'packets': 5, 'bytes': 920},
+        'name server': {'packets': 24, 'bytes': 1572},
+        'outside the fleet': {'packets': 0, 'bytes': 0},
+    }
