@@ -9,8 +9,8 @@
 #     reaches no host: a connection to what it resolved is counted below;
 #   - a log line per packet that goes on (rate-limited; `dmesg | grep "sglang-pd egress"` names
 #     its source, destination and port), then one rule that counts it ("outside the fleet"): 0 expected.
-# Nothing is dropped; the scenarios zero the counters when they start and their verify asserts
-# on them (tests/fleet/egress_counters.py, tests/fleet/no_egress_packets.yml).
+# Nothing is dropped or reset; each scenario marks the counters when it starts and its verify asserts
+# on what was counted since (tests/fleet/egress_counters.py, tests/fleet/no_egress_packets.yml).
 source "$(dirname "$0")/lib.sh"
 NET=${FLEET_NETWORK:-sglang-pd}
 SUBNET=${FLEET_SUBNET:-172.30.57.0/24}
