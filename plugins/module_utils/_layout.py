@@ -12,9 +12,9 @@ import re
 
 # The collection's roles; each one's variables start with its name, the inventory-wide ones with
 # sglang_pd_ (tests/unit/plugins/filter/test_layout.py holds ROLES to the roles/ folder).
-ROLES = ("container_engine", "mooncake_patch", "rdma", "rocm", "sglang_firewall", "sglang_image", "sglang_model",
-         "sglang_monitoring", "sglang_roll", "sglang_router", "sglang_router_lb", "sglang_service", "sglang_worker",
-         "unified_image")
+ROLES = ("apt_lists", "container_engine", "mooncake_patch", "rdma", "rocm", "sglang_firewall", "sglang_image",
+         "sglang_model", "sglang_monitoring", "sglang_roll", "sglang_router", "sglang_router_lb", "sglang_service",
+         "sglang_worker", "unified_image")
 VARIABLE_PREFIXES = ("sglang_pd_",) + tuple(f"{role}_" for role in ROLES)
 # The kinds of worker (each an inventory group sglang_MODE), and of service (the router too).
 WORKER_MODES = ("prefill", "decode")
