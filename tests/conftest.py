@@ -50,6 +50,29 @@ def pytest_sessionfinish(session, exitstatus):
         session.exitstatus = 1
 
 
+# The files that kept one worker busy for a minute or more (pytest --durations=60, -n 4, 2026-12-07),
+# longest first. make unit runs a file's tests in one process (--dist loadfile) and hands the
+# files out in collection order: these go first, then the other integration tests, then the unit
+# tests, so that no worker picks up a long file when the others are nearly done. Order only: a
+# name missing here costs time, never a test.
+LONG_FILES = ("test_site_preflight.py", "test_support_bundle_playbook.py", "test_monitoring_render.py",
+              "test_fabric_check.py", "test_probe_gate.py", "test_model_stage_outside.py",
+              "test_unified_image_engine.py", "test_worker_transport_check.py", "test_smg_router.py",
+              "test_pd_watch_real_router.py")
+
+
+def _run_order(item) -> tuple[int, int]:
+    name = item.path.name
+    if name in LONG_FILES:
+        return 0, LONG_FILES.index(name)
+    return (1 if "integration" in item.path.parts else 2), 0
+
+
+def pytest_collection_modifyitems(session, config, items):  # pylint: disable=unused-argument
+    """Long files first, then the other integration tests, then the unit tests (LONG_FILES)."""
+    items.sort(key=_run_order)  # stable: each file's tests keep their order
+
+
 def _sysfs_fixtures() -> ModuleType:
     """tests/unit/sysfs_fixtures.py, by path (this file loads before the collection is importable)."""
     spec = importlib.util.spec_from_file_location("standin_sysfs_fixtures", Path(__file__).parent / "unit" / "sysfs_fixtures.py")

@@ -53,6 +53,24 @@ def stop(proc):
     proc.wait(10)
 
 
+def start_smg(prefill, decodes, port, log_path, extra_args=()):
+    """SMG (`python -m smg.launch_router`, not the `smg` script sglang-router installs too) in PD mode
+    on 127.0.0.1:PORT over PREFILL and DECODES, EXTRA_ARGS added; returns once it listens."""
+    argv = [sys.executable, '-m', 'smg.launch_router', '--pd-disaggregation',
+            '--host', '127.0.0.1', '--port', str(port),
+            '--prometheus-host', '127.0.0.1', '--prometheus-port', str(free_port()),
+            '--prefill', prefill.url, str(prefill.bootstrap_port)]
+    for decode in decodes:
+        argv += ['--decode', decode.url]
+    proc = start(argv + list(extra_args), log_path)
+    try:
+        wait_until_listening(port, proc, log_path)
+    except BaseException:
+        stop(proc)
+        raise
+    return proc
+
+
 class Standin:
     """An SGLang stand-in server in MODE, listening on 127.0.0.1:PORT (ENV added to its environment)."""
 
@@ -87,15 +105,8 @@ class LocalPd:
                 self.procs.append(self.decodes[-1].proc)
             self.router_port = free_port()
             self.router_url = 'http://127.0.0.1:%d' % self.router_port
-            argv = [sys.executable, '-m', 'smg.launch_router', '--pd-disaggregation',
-                    '--host', '127.0.0.1', '--port', str(self.router_port),
-                    '--prometheus-host', '127.0.0.1', '--prometheus-port', str(free_port()),
-                    '--prefill', self.prefill.url, str(self.prefill.bootstrap_port)]
-            for decode in self.decodes:
-                argv += ['--decode', decode.url]
-            self.router = start(argv + list(router_args), log_dir / 'smg.log')
+            self.router = start_smg(self.prefill, self.decodes, self.router_port, log_dir / 'smg.log', router_args)
             self.procs.append(self.router)
-            wait_until_listening(self.router_port, self.router, log_dir / 'smg.log')
         except BaseException:
             self.close()
             raise

@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 import yaml
 from playbook_runner import REPO, run_playbook
-from test_smg_router import Standin, free_port, start, stop, wait_until_listening
+from local_pd import Standin, free_port, start_smg, stop
 
 pytest.importorskip('ansible_runner')
 pytest.importorskip('smg', reason='the SMG router (pip package smg, pinned in requirements-test.txt) is not installed')
@@ -72,12 +72,8 @@ class Router:
         self.port = free_port()
         self.url = 'http://127.0.0.1:%d' % self.port
         self.log_path = log_dir / 'smg.log'
-        self.proc = start([sys.executable, '-m', 'smg.launch_router', '--pd-disaggregation',
-                           '--host', '127.0.0.1', '--port', str(self.port),
-                           '--prometheus-host', '127.0.0.1', '--prometheus-port', str(free_port()),
-                           '--prefill', prefill.url, str(prefill.bootstrap_port), '--decode', decode.url,
-                           '--worker-startup-timeout-secs', '10', '--worker-startup-check-interval', '1'], self.log_path)
-        wait_until_listening(self.port, self.proc, self.log_path)
+        self.proc = start_smg(prefill, [decode], self.port, self.log_path,
+                              ['--worker-startup-timeout-secs', '10', '--worker-startup-check-interval', '1'])
         deadline = time.monotonic() + 30
         while len(self.urls()) < 2:
             assert time.monotonic() < deadline, 'SMG did not list its workers: %s' % self.log_path.read_text()[-2000:]

@@ -20,7 +20,7 @@ import pytest
 
 from ansible_collections.mindverse.sglang_pd.plugins.modules import sglang_router_workers
 from fake_sglang import no_proxy_env  # noqa: F401  pylint: disable=unused-import
-from local_pd import Standin, free_port, start, stop, wait_until_listening
+from local_pd import Standin, free_port, start_smg, stop
 from module_runner import run_module
 
 pytest.importorskip('smg', reason='the SMG router (pip package smg, pinned in requirements-test.txt) is not installed')
@@ -40,16 +40,9 @@ class Smg:
         self.port = free_port()
         self.url = 'http://127.0.0.1:%d' % self.port
         self.log_path = log_dir / 'smg.log'
-        # `python -m smg.launch_router`, not the `smg` script, which sglang-router installs too.
-        self.proc = start([sys.executable, '-m', 'smg.launch_router', '--pd-disaggregation',
-                           '--host', '127.0.0.1', '--port', str(self.port),
-                           '--prometheus-host', '127.0.0.1', '--prometheus-port', str(free_port()),
-                           '--prefill', prefill.url, str(prefill.bootstrap_port), '--decode', decode.url,
-                           '--worker-startup-timeout-secs', str(STARTUP_TIMEOUT),
-                           '--worker-startup-check-interval', '1',
-                           '--control-plane-api-keys', 'deploy:Deployer:admin:%s' % ADMIN_KEY,
-                           'read:Reader:user:%s' % USER_KEY], self.log_path)
-        wait_until_listening(self.port, self.proc, self.log_path)
+        self.proc = start_smg(prefill, [decode], self.port, self.log_path, [
+            '--worker-startup-timeout-secs', str(STARTUP_TIMEOUT), '--worker-startup-check-interval', '1',
+            '--control-plane-api-keys', 'deploy:Deployer:admin:%s' % ADMIN_KEY, 'read:Reader:user:%s' % USER_KEY])
         self.wait_for_start_up_workers()
 
     def wait_for_start_up_workers(self, seconds=20):
