@@ -62,7 +62,7 @@ molecule:
 	molecule test -s fleet
 	molecule destroy -s faults
 	molecule test -s faults --destroy never
-	molecule side_effect -s scale
+	molecule side-effect -s scale
 	molecule verify -s scale
 	FLEET_ROUTER=smg molecule test -s scale
 
