@@ -48,22 +48,18 @@ unit:
 sanity:
 	bash scripts/sanity.sh --requirements
 
-# faults and scale share one fleet: faults builds it and hands it on (--destroy never), converged
-# to the scale inventory (its last phases run site.yml, scale_out.yml and scale_in.yml, and its
-# verify asserts each passed). scale's phases run on it as it is, with sglang-router (side_effect
-# and verify only: a syntax check, create and converge of its own would repeat what faults just
-# did), then the whole scale scenario again with SMG (FLEET_ROUTER=smg: the converge moves the
-# router to SMG; only the phases a router acts in), which removes the fleet; a fleet an earlier
-# run left behind goes first. hosts and image run side by side before them, each on nodes of its
-# own (their verifies bound latency loosely); fleet, faults and scale then run alone (each of them
-# keeps both cores busy: beside the checks or each other, every one slows down as much).
+# faults and scale share one fleet: faults builds it and hands it on (--destroy never),
+# scale runs on it with sglang-router, then again with SMG (FLEET_ROUTER=smg: the converge
+# moves the router to SMG; only the phases a router acts in) and removes it; a fleet an
+# earlier run left behind goes first. hosts and image run side by side before them, each on nodes
+# of its own (their verifies bound latency loosely); fleet, faults and scale then run alone (each
+# keeps both cores busy: beside the checks or each other, every one of them slows down as much).
 molecule:
 	$(MAKE) --no-print-directory -j2 --output-sync=target molecule-hosts molecule-image
 	molecule test -s fleet
 	molecule destroy -s faults
 	molecule test -s faults --destroy never
-	molecule side-effect -s scale
-	molecule verify -s scale
+	molecule test -s scale --destroy never
 	FLEET_ROUTER=smg molecule test -s scale
 
 molecule-%:  # one scenario: make molecule-hosts
